@@ -1,0 +1,93 @@
+"""Wire and file encodings of detemplate's output records.
+
+Both shells serialise with these functions, so `detemplate run` and the stream worker
+emit byte-identical JSON for the same pages in the same order. Keys are written in a
+fixed order, without spaces, UTF-8 (ensure_ascii off): one JSON object per line/message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from worker.model import CleanPage, DeadPage, TemplateEvent
+
+SCHEMA_VERSION = 1
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def clean_dict(page: CleanPage) -> dict[str, Any]:
+    template_chars = 0
+    chars = 0
+    blocks = []
+    for b in page.blocks:
+        chars += b.chars
+        if b.verdict == "template":
+            template_chars += b.chars
+        blocks.append(
+            {
+                "path": b.path,
+                "chars": b.chars,
+                "template_chars": b.template_chars,
+                "ratio": b.ratio,
+                "verdict": b.verdict,
+                "method": b.method,
+                "text": b.text[:80],
+            }
+        )
+    out: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "url": page.url,
+        "host": page.host,
+        "page_no": page.page_no,
+        "text": page.text,
+        "counts": {
+            "blocks": len(page.blocks),
+            "template_blocks": sum(1 for b in page.blocks if b.verdict == "template"),
+            "chars": chars,
+            "template_chars": template_chars,
+        },
+        "blocks": blocks,
+    }
+    if page.html is not None:
+        out["html"] = page.html
+    return out
+
+
+def event_dict(event: TemplateEvent) -> dict[str, Any]:
+    return {
+        "v": SCHEMA_VERSION,
+        "type": event.type,
+        "host": event.host,
+        "page_no": event.page_no,
+        "url": event.url,
+        "details": event.details,
+    }
+
+
+def dead_dict(dead: DeadPage) -> dict[str, Any]:
+    return {
+        "v": SCHEMA_VERSION,
+        "error": dead.reason,
+        "detail": dead.detail,
+        "url": dead.url,
+        "host": dead.host,
+        "source": dead.source,
+    }
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    return _dumps(record).encode("utf-8")
+
+
+def encode_clean(page: CleanPage) -> bytes:
+    return encode(clean_dict(page))
+
+
+def encode_event(event: TemplateEvent) -> bytes:
+    return encode(event_dict(event))
+
+
+def encode_dead(dead: DeadPage) -> bytes:
+    return encode(dead_dict(dead))

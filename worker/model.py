@@ -1,0 +1,129 @@
+"""Plain data that flows through detemplate: raw pages in, clean pages, events and dead letters out.
+
+Every shell (offline `run`, the stream worker) produces these same objects through
+`worker.pipeline`, and serialises them with `worker.codec`, so both modes emit the
+same bytes for the same pages in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Block verdicts.
+CONTENT = "content"
+TEMPLATE = "template"
+
+# Which method decided a block.
+METHOD_TABLE = "table"  # the host's segment table had learned enough to judge it
+METHOD_COLD = "cold"  # the host had shown too few pages: nothing could be learned yet
+
+
+@dataclass(frozen=True, slots=True)
+class RawPage:
+    """A crawled page as it arrives.
+
+    url: the page's URL.
+    html: the decoded HTML text.
+    host: the site the page belongs to (partition key of the stream); from the URL when not given.
+    source: where the page came from, for error reports (``file.jsonl:12``, ``pages.raw/3/1042``).
+    """
+
+    url: str
+    html: str
+    host: str
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A text segment: one visible text node, identified by DOM path plus literal text."""
+
+    key: int  # 64-bit stable hash of (path, normalised text)
+    text: str  # whitespace-normalised text
+    length: int  # len(text), the weight of the segment in a block's template ratio
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A layout block: the text segments directly under one layout element."""
+
+    path: str  # DOM path of the layout element
+    segments: tuple[Segment, ...]
+    index: int  # position of the block in document order (0-based)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockVerdict:
+    """What was decided about one block, and why."""
+
+    path: str
+    text: str
+    chars: int  # text length of the block (sum of its segment lengths)
+    template_chars: int  # length of its segments that are template segments
+    ratio: float  # template_chars / chars
+    verdict: str  # CONTENT or TEMPLATE
+    method: str  # METHOD_TABLE or METHOD_COLD
+
+
+@dataclass(frozen=True, slots=True)
+class CleanPage:
+    """A page with its template marked and its content text extracted."""
+
+    url: str
+    host: str
+    page_no: int  # the host's own page counter: 1 for the first page of the host
+    text: str  # kept content text, blocks joined by newlines
+    blocks: tuple[BlockVerdict, ...]
+    html: str | None = None  # the page with template blocks removed, when asked for
+
+    @property
+    def chars(self) -> int:
+        return sum(b.chars for b in self.blocks)
+
+    @property
+    def template_chars(self) -> int:
+        return sum(b.chars for b in self.blocks if b.verdict == TEMPLATE)
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateEvent:
+    """Something the detector learned about a host's template.
+
+    type: ``template.learned`` (the host's template first became known) or
+          ``template.changed`` (a marked change, such as a redesign).
+    details: counts that say what changed.
+    """
+
+    type: str
+    host: str
+    page_no: int
+    url: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadPage:
+    """A page or message that could not be processed, with the reason."""
+
+    url: str
+    host: str
+    reason: str  # short stable code (see worker.errors.BadInputError)
+    detail: str  # one human sentence
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything one page produced: a clean page or a dead letter, plus events.
+
+    applied: the sorted distinct segment keys the page added to its host's table
+             (empty for dead pages). Replaying them with `HostTable.observe` in page
+             order rebuilds the table exactly: the stream worker logs them as the
+             per-page state delta.
+    """
+
+    clean: CleanPage | None
+    dead: DeadPage | None
+    events: tuple[TemplateEvent, ...] = ()
+    applied: tuple[int, ...] = ()

@@ -1,0 +1,107 @@
+"""The one decision every shell calls: a raw page plus its host's state -> an Outcome.
+
+`detemplate run`, `eval`, `bench` and the stream worker all go through `process_page`
+(or `decide`, its core, when the shell manages the table itself), so a page's verdict
+never depends on which shell ran it.
+"""
+
+from __future__ import annotations
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from worker.errors import BadInputError
+from worker.model import (
+    CONTENT,
+    METHOD_COLD,
+    METHOD_TABLE,
+    TEMPLATE,
+    Block,
+    BlockVerdict,
+    CleanPage,
+    DeadPage,
+    Outcome,
+    RawPage,
+    TemplateEvent,
+)
+from worker.params import EngineParams
+from worker.segment import parse, segment_tree
+from worker.state.base import SegmentStore
+from worker.table import HostTable
+
+
+def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False) -> Outcome:
+    """Decide one page against its host's table, updating the table in place.
+
+    A page that is not usable input returns a dead Outcome and leaves the table as it was.
+    """
+    try:
+        tree = parse(page.html, params.segment)
+        text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
+        blocks = segment_tree(tree, params.segment, text_nodes)
+    except BadInputError as exc:
+        return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
+
+    keys = sorted({seg.key for block in blocks for seg in block.segments})
+    df_of = dict(zip(keys, table.observe(keys)))
+    tparams = params.table
+    threshold = tparams.template_df
+    max_ratio = tparams.template_ratio
+    # Before the host has shown `template_df` pages no segment can be template yet:
+    # say so, rather than claim the table found everything to be content.
+    method = METHOD_TABLE if table.pages >= threshold else METHOD_COLD
+
+    verdicts = []
+    kept = []
+    for block in blocks:
+        chars = 0
+        tchars = 0
+        for seg in block.segments:
+            chars += seg.length
+            if df_of[seg.key] >= threshold:
+                tchars += seg.length
+        ratio = tchars / chars
+        text = " ".join(seg.text for seg in block.segments)
+        if ratio > max_ratio:
+            verdict = TEMPLATE
+        else:
+            verdict = CONTENT
+            kept.append(text)
+        verdicts.append(BlockVerdict(block.path, text, chars, tchars, round(ratio, 4), verdict, method))
+
+    html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
+    clean = CleanPage(page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html)
+    events: tuple[TemplateEvent, ...] = ()
+    event = table.take_event(params.events)
+    if event is not None:
+        events = (TemplateEvent(event[0], page.host, table.pages, page.url, event[1]),)
+    return Outcome(clean, None, events, tuple(keys))
+
+
+def process_page(page: RawPage, store: SegmentStore, params: EngineParams, with_html: bool = False) -> Outcome:
+    """Decide one page with the host's table from `store`, and hand the table back to it."""
+    table = store.get(page.host)
+    if table is None:
+        table = HostTable(params.table)
+    outcome = decide(page, table, params, with_html)
+    if outcome.clean is not None:
+        store.put(page.host, table)
+    return outcome
+
+
+def _strip_template(
+    tree: LexborHTMLParser,
+    text_nodes: list[tuple[LexborNode, int]],
+    blocks: list[Block],
+    verdicts: list[BlockVerdict],
+) -> str:
+    """The page's HTML with the text of template blocks removed (only for --html).
+
+    Only text nodes are removed: elements stay, so the page keeps its structure and no
+    node is freed twice (lexbor frees a subtree with its root).
+    """
+    drop = {seg.key for block, v in zip(blocks, verdicts) if v.verdict == TEMPLATE for seg in block.segments}
+    keep = {seg.key for block, v in zip(blocks, verdicts) if v.verdict == CONTENT for seg in block.segments}
+    for node, key in text_nodes:
+        if key in drop and key not in keep:
+            node.decompose()
+    return tree.html or ""

@@ -1,0 +1,36 @@
+"""The state interface every shell uses to get and keep per-host segment tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+from worker.table import HostTable
+
+
+class SegmentStore(Protocol):
+    """Per-host segment tables, many hosts in one store.
+
+    `get` returns the live table object; the caller mutates it in place and hands it
+    back with `put`, which marks it for writing. `flush` makes every `put` durable.
+    """
+
+    def get(self, host: str) -> HostTable | None:
+        """The host's table, or None when the host was never seen."""
+        ...
+
+    def put(self, host: str, table: HostTable) -> None:
+        """Store (or mark dirty) the host's table after a page changed it."""
+        ...
+
+    def hosts(self) -> Iterator[str]:
+        """Every host with a table."""
+        ...
+
+    def flush(self) -> None:
+        """Make every table handed to `put` durable."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the store."""
+        ...
