@@ -7,6 +7,7 @@ fixed order, without spaces, UTF-8 (ensure_ascii off): one JSON object per line/
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -66,8 +67,9 @@ def event_dict(event: TemplateEvent) -> dict[str, Any]:
     }
 
 
-def dead_dict(dead: DeadPage) -> dict[str, Any]:
-    return {
+def dead_dict(dead: DeadPage, raw: bytes | None = None) -> dict[str, Any]:
+    """A dead letter; `raw` (the original message bytes) is carried base64-encoded."""
+    out: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "error": dead.reason,
         "detail": dead.detail,
@@ -75,6 +77,9 @@ def dead_dict(dead: DeadPage) -> dict[str, Any]:
         "host": dead.host,
         "source": dead.source,
     }
+    if raw is not None:
+        out["raw_b64"] = base64.b64encode(raw).decode("ascii")
+    return out
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -89,5 +94,5 @@ def encode_event(event: TemplateEvent) -> bytes:
     return encode(event_dict(event))
 
 
-def encode_dead(dead: DeadPage) -> bytes:
-    return encode(dead_dict(dead))
+def encode_dead(dead: DeadPage, raw: bytes | None = None) -> bytes:
+    return encode(dead_dict(dead, raw))

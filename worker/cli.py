@@ -1,0 +1,60 @@
+"""The `detemplate` command line.
+
+Each command lives in the module that owns its concern and registers itself here
+with a `register(subparsers)` function that adds its subparser and sets `func`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from worker import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="detemplate",
+        description=(
+            "Remove site templates (navigation, headers, footers, sidebars, boilerplate) from crawled "
+            "pages. It learns each host's template from the host's own pages as they stream past, "
+            "keeping compact per-host statistics, never the pages."
+        ),
+        epilog="Run `detemplate COMMAND --help` for the options of one command.",
+    )
+    parser.add_argument("--version", action="version", version=f"detemplate {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    from worker import offline
+
+    offline.register(sub)
+    for module in ("worker.evaluate", "worker.bench", "worker.stream.commands"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError as exc:
+            if exc.name is not None and exc.name.startswith("worker"):
+                continue  # a command whose module is not in this build
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
