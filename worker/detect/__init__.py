@@ -1,0 +1,1 @@
+"""Page-level template detection: per-block templateness from the page alone (cold start)."""
