@@ -44,11 +44,14 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     keys = sorted({seg.key for block in blocks for seg in block.segments})
     df_of = dict(zip(keys, table.observe(keys)))
     tparams = params.table
+    pages = table.pages
     threshold = tparams.template_df
+    if tparams.early_df and pages < threshold:
+        threshold = max(tparams.early_df, pages)
     max_ratio = tparams.template_ratio
-    # Before the host has shown `template_df` pages no segment can be template yet:
+    # Before the host has shown `threshold` pages no segment can be template yet:
     # say so, rather than claim the table found everything to be content.
-    method = METHOD_TABLE if table.pages >= threshold else METHOD_COLD
+    method = METHOD_TABLE if pages >= threshold else METHOD_COLD
 
     verdicts = []
     kept = []
