@@ -115,10 +115,15 @@ class EventParams:
         many template segments.
     change_share: a ``template.changed`` event fires when the template segments added
         or expired since the last event reach this share of the template size then.
+        A redesign replaces the template: the new one's segments all reach the DF
+        threshold within a few pages, so the added share approaches 1.
+    settle_pages: for this many pages after template.learned the template is still
+        being learned (more segments reach the threshold): no change event then.
     """
 
     min_template_segments: int = 3
-    change_share: float = 0.5
+    change_share: float = 0.8
+    settle_pages: int = 20
 
     def __post_init__(self) -> None:
         if self.min_template_segments < 1:
@@ -134,3 +139,39 @@ class EngineParams:
     segment: SegmentParams = field(default_factory=SegmentParams)
     table: TableParams = field(default_factory=TableParams)
     events: EventParams = field(default_factory=EventParams)
+
+
+def with_overrides(params: EngineParams, overrides: list[str]) -> EngineParams:
+    """Apply ``section.field=value`` overrides (e.g. ``table.tb=10``) to a copy of `params`.
+
+    Values are parsed by the field's current type; sets of tags take a comma-separated list.
+    """
+    import dataclasses
+
+    sections = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    for item in overrides:
+        name, sep, raw = item.partition("=")
+        section, dot, fname = name.strip().partition(".")
+        if not sep or not dot or section not in sections:
+            raise ConfigError(f"--param wants SECTION.FIELD=VALUE with SECTION in {sorted(sections)}, not {item!r}")
+        current = sections[section]
+        names = {f.name for f in dataclasses.fields(current)}
+        if fname not in names:
+            raise ConfigError(f"{section} has no parameter {fname!r}; it has {sorted(names)}")
+        old = getattr(current, fname)
+        value: object
+        try:
+            if isinstance(old, bool):
+                value = raw.lower() in ("1", "true", "yes", "on")
+            elif isinstance(old, int):
+                value = int(raw)
+            elif isinstance(old, float):
+                value = float(raw)
+            elif isinstance(old, frozenset):
+                value = frozenset(t.strip() for t in raw.split(",") if t.strip())
+            else:
+                value = raw
+        except ValueError as exc:
+            raise ConfigError(f"bad value for {name}: {raw!r} ({exc})") from exc
+        sections[section] = dataclasses.replace(current, **{fname: value})
+    return dataclasses.replace(params, **sections)

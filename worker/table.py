@@ -27,8 +27,8 @@ from worker.params import EventParams, TableParams
 #   header  = magic "DTT1", then little-endian fields below
 #   entries = n x u64 key, then n x u32 df, then n x u32 last_seen (column-wise arrays)
 _MAGIC = b"DTT1"
-_HEADER = struct.Struct("<4sQqQBQQQQ")  # magic, pages, source_offset, template_count,
-#                                         learned, size_at_event, added, removed, n
+_HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_count,
+#                                         learned_page, size_at_event, added, removed, n
 _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
@@ -42,7 +42,7 @@ class HostTable:
         "pages",
         "source_offset",
         "template_count",
-        "learned",
+        "learned_page",
         "size_at_event",
         "added_since_event",
         "removed_since_event",
@@ -56,7 +56,7 @@ class HostTable:
         self.pages = 0  # pages observed so far; the current page's number after observe()
         self.source_offset = -1  # last input offset applied (set by the stream shell)
         self.template_count = 0  # entries with df >= template_df
-        self.learned = False  # a template.learned event was emitted
+        self.learned_page = 0  # page of the template.learned event; 0 before it
         self.size_at_event = 0  # template_count at the last event
         self.added_since_event = 0  # entries that became template since the last event
         self.removed_since_event = 0  # template entries that expired since the last event
@@ -130,11 +130,18 @@ class HostTable:
 
     def take_event(self, params: EventParams) -> tuple[str, dict[str, int]] | None:
         """The template event the last page caused, if any, and reset the counters."""
-        if not self.learned:
+        if not self.learned_page:
             if self.template_count < params.min_template_segments:
                 return None
-            self.learned = True
+            self.learned_page = self.pages
             kind = "template.learned"
+        elif self.pages < self.learned_page + params.settle_pages:
+            # Still learning: segments keep reaching the DF threshold for a while after
+            # the first template is known. That is not a change; re-baseline silently.
+            self.size_at_event = self.template_count
+            self.added_since_event = 0
+            self.removed_since_event = 0
+            return None
         else:
             changed = self.added_since_event + self.removed_since_event
             base = max(self.size_at_event, params.min_template_segments)
@@ -165,7 +172,7 @@ class HostTable:
             self.pages,
             self.source_offset,
             self.template_count,
-            int(self.learned),
+            self.learned_page,
             self.size_at_event,
             self.added_since_event,
             self.removed_since_event,
@@ -187,7 +194,7 @@ class HostTable:
         table.pages = pages
         table.source_offset = offset
         table.template_count = tcount
-        table.learned = bool(learned)
+        table.learned_page = learned
         table.size_at_event = size_at
         table.added_since_event = added
         table.removed_since_event = removed
