@@ -64,7 +64,7 @@ till time tiny told tone tony took tool tour town tree trip true tune turn twin 
 unit upon used user vary vast very vice view vote wage wait wake walk wall want ward
 warm wash wave ways weak wear week well went were west what when whom wide wife wild
 will wind wine wing wire wise wish with wood word wore work yard yeah year your zero
-""".split()
+""".split()  # noqa: SIM905 (a word block reads better than a list)
 
 LAYOUTS = ("blog", "docs", "news")
 
@@ -72,52 +72,88 @@ LAYOUTS = ("blog", "docs", "news")
 # the redesign: every class and label differs, so every template segment changes.
 _THEMES: dict[tuple[str, int], dict[str, str]] = {
     ("blog", 0): {
-        "header": "site-header", "nav": "main-nav", "side": "sidebar", "foot": "site-footer",
-        "box": "widget", "most": "most-read", "active": "active",
+        "header": "site-header",
+        "nav": "main-nav",
+        "side": "sidebar",
+        "foot": "site-footer",
+        "box": "widget",
+        "most": "most-read",
+        "active": "active",
         "tagline": "Notes on software, gardens and long walks",
         "legal": "All content on this site is licensed under a Creative Commons Attribution licence unless "
-                 "stated otherwise. Opinions are the author's own.",
-        "container": "article", "container_class": "post-content",
+        "stated otherwise. Opinions are the author's own.",
+        "container": "article",
+        "container_class": "post-content",
     },
     ("blog", 1): {
-        "header": "top-bar", "nav": "menu-primary", "side": "rail", "foot": "bottom",
-        "box": "panel", "most": "popular", "active": "current",
+        "header": "top-bar",
+        "nav": "menu-primary",
+        "side": "rail",
+        "foot": "bottom",
+        "box": "panel",
+        "most": "popular",
+        "active": "current",
         "tagline": "A fresh look: writing about code and the outdoors",
         "legal": "Copyright the author. Reproduction of any material without written permission is not "
-                 "allowed; quotations with a link back are welcome.",
-        "container": "article", "container_class": "post-content",
+        "allowed; quotations with a link back are welcome.",
+        "container": "article",
+        "container_class": "post-content",
     },
     ("docs", 0): {
-        "header": "docs-header", "nav": "docs-nav", "side": "toc-tree", "foot": "docs-footer",
-        "box": "toc-section", "most": "see-also", "active": "is-active",
+        "header": "docs-header",
+        "nav": "docs-nav",
+        "side": "toc-tree",
+        "foot": "docs-footer",
+        "box": "toc-section",
+        "most": "see-also",
+        "active": "is-active",
         "tagline": "Reference manual and user guide for the toolkit",
         "legal": "This documentation is released under the MIT licence. Built with a static site "
-                 "generator from the project's repository.",
-        "container": "div", "container_class": "markdown-body",
+        "generator from the project's repository.",
+        "container": "div",
+        "container_class": "markdown-body",
     },
     ("docs", 1): {
-        "header": "navbar", "nav": "navbar-links", "side": "sidebar-menu", "foot": "page-footer",
-        "box": "menu-group", "most": "related", "active": "selected",
+        "header": "navbar",
+        "nav": "navbar-links",
+        "side": "sidebar-menu",
+        "foot": "page-footer",
+        "box": "menu-group",
+        "most": "related",
+        "active": "selected",
         "tagline": "Documentation, version two, rewritten from scratch",
         "legal": "Documentation licensed under Apache 2.0. Found a mistake? Open an issue on the "
-                 "tracker and tell us which page is wrong.",
-        "container": "div", "container_class": "markdown-body",
+        "tracker and tell us which page is wrong.",
+        "container": "div",
+        "container_class": "markdown-body",
     },
     ("news", 0): {
-        "header": "masthead", "nav": "sections", "side": "aside-col", "foot": "colophon",
-        "box": "module", "most": "most-read", "active": "on",
+        "header": "masthead",
+        "nav": "sections",
+        "side": "aside-col",
+        "foot": "colophon",
+        "box": "module",
+        "most": "most-read",
+        "active": "on",
         "tagline": "Independent reporting from the valley since 1921",
         "legal": "Copyright The Valley Gazette Ltd. All rights reserved. Registered in England, company "
-                 "number 01234567, registered office at 1 High Street.",
-        "container": "div", "container_class": "story-body",
+        "number 01234567, registered office at 1 High Street.",
+        "container": "div",
+        "container_class": "story-body",
     },
     ("news", 1): {
-        "header": "brand-header", "nav": "section-links", "side": "right-rail", "foot": "legal-footer",
-        "box": "card", "most": "trending", "active": "here",
+        "header": "brand-header",
+        "nav": "section-links",
+        "side": "right-rail",
+        "foot": "legal-footer",
+        "box": "card",
+        "most": "trending",
+        "active": "here",
         "tagline": "The Gazette, now with more of what matters to you",
         "legal": "Published by Gazette Media Group. Use of this site constitutes acceptance of our user "
-                 "agreement and privacy policy and cookie statement.",
-        "container": "div", "container_class": "story-body",
+        "agreement and privacy policy and cookie statement.",
+        "container": "div",
+        "container_class": "story-body",
     },
 }
 
@@ -126,10 +162,11 @@ _NAV = {
     1: ("Start", "Who we are", "Back issues", "Work", "Write to us"),
 }
 _SIDE_LISTS = {
-    0: (("Categories", ("Software", "Gardening", "Walking", "Books", "Travel")),
-        ("Archives", ("January 2024", "February 2024", "March 2024", "April 2024"))),
-    1: (("Topics", ("Code", "Plants", "Hiking", "Reading", "Trips")),
-        ("By year", ("2021", "2022", "2023", "2024"))),
+    0: (
+        ("Categories", ("Software", "Gardening", "Walking", "Books", "Travel")),
+        ("Archives", ("January 2024", "February 2024", "March 2024", "April 2024")),
+    ),
+    1: (("Topics", ("Code", "Plants", "Hiking", "Reading", "Trips")), ("By year", ("2021", "2022", "2023", "2024"))),
 }
 _FOOT_LINKS = {
     0: ("Privacy policy", "Terms of use", "Cookie settings", "Accessibility"),
@@ -276,7 +313,8 @@ def _page(host: str, index: int, seed: int, layout: str, version: int, paragraph
 </head>
 <body>
 <header class="{theme["header"]}">
-  <div class="brand"><a class="site-name" href="/">{_esc(name)}</a> <span class="tagline">{_esc(theme["tagline"])}</span> <span class="today">{day.isoformat()}</span></div>
+  <div class="brand"><a class="site-name" href="/">{_esc(name)}</a>
+    <span class="tagline">{_esc(theme["tagline"])}</span> <span class="today">{day.isoformat()}</span></div>
   <nav class="{theme["nav"]}"><ul>{nav_items}</ul></nav>
 </header>
 <div class="layout">
@@ -295,13 +333,20 @@ def _page(host: str, index: int, seed: int, layout: str, version: int, paragraph
 </body>
 </html>
 """
-    template_texts = (name, theme["tagline"], *nav, theme["legal"], *foot_links,
-                      *(t for t, _ in side_lists), *(i for _, items in side_lists for i in items))
+    template_texts = (
+        name,
+        theme["tagline"],
+        *nav,
+        theme["legal"],
+        *foot_links,
+        *(t for t, _ in side_lists),
+        *(i for _, items in side_lists for i in items),
+    )
     return SitePage(
         page=RawPage(url=url, html=html, host=host, source=f"factory:{host}:{index}"),
         gold_blocks=tuple(gold),
         template_texts=template_texts,
-        content_selector=f'{container}.{theme["container_class"]}',
+        content_selector=f"{container}.{theme['container_class']}",
         version=version,
         links=tuple(links),
     )

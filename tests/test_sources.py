@@ -1,0 +1,416 @@
+"""worker.sources: JSONL, WARC and folders of HTML as one stream of pages, in input order."""
+
+# ruff: noqa: RUF001 (the charset tests need typographic characters that cp1252 and UTF-8 encode differently)
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.factories import make_page, make_site, write_jsonl
+from worker.errors import ConfigError
+from worker.model import DeadPage, RawPage
+from worker.sources import decode_html, estimate_total, host_of, iter_inputs
+
+# -- helpers: WARC records written by hand (WARC/1.0: text headers, CRLF, body, CRLF CRLF) --
+
+
+def warc_record(
+    url: str,
+    body: bytes,
+    content_type: str | None = "text/html; charset=utf-8",
+    status: int = 200,
+    warc_type: str = "response",
+    extra_http: str = "",
+) -> bytes:
+    if warc_type == "response":
+        head = f"HTTP/1.1 {status} X\r\n"
+        if content_type is not None:
+            head += f"Content-Type: {content_type}\r\n"
+        head += f"Content-Length: {len(body)}\r\n{extra_http}\r\n"
+        block = head.encode("ascii") + body
+        block_type = "application/http; msgtype=response"
+    elif warc_type == "request":
+        block = f"GET / HTTP/1.1\r\nHost: {host_of(url)}\r\n\r\n".encode()
+        block_type = "application/http; msgtype=request"
+    else:  # resource, warcinfo, metadata: the block is the body itself
+        block = body
+        block_type = content_type or "application/octet-stream"
+    headers = (
+        "WARC/1.0\r\n"
+        f"WARC-Type: {warc_type}\r\n"
+        f"WARC-Target-URI: {url}\r\n"
+        "WARC-Date: 2024-01-01T00:00:00Z\r\n"
+        f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{abs(hash((url, warc_type))) % 10**12:012d}>\r\n"
+        f"Content-Type: {block_type}\r\n"
+        f"Content-Length: {len(block)}\r\n\r\n"
+    )
+    return headers.encode("ascii") + block + b"\r\n\r\n"
+
+
+def write_warc(path: Path, records: list[bytes], gz: bool = False) -> Path:
+    # A .warc.gz is one gzip member per record, as crawlers write it.
+    path.write_bytes(b"".join(gzip.compress(r) for r in records) if gz else b"".join(records))
+    return path
+
+
+def pages(items: list[RawPage | DeadPage]) -> list[RawPage]:
+    return [p for p in items if isinstance(p, RawPage)]
+
+
+def dead(items: list[RawPage | DeadPage]) -> list[DeadPage]:
+    return [p for p in items if isinstance(p, DeadPage)]
+
+
+# -- JSONL ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_jsonl_round_trip_keeps_order_and_fields(tmp_path: Path, gz: bool) -> None:
+    site = make_site("blog.example", 7, seed=3)
+    path = write_jsonl(site, tmp_path / ("p.jsonl.gz" if gz else "p.jsonl"), gz=gz)
+    out = list(iter_inputs([path]))
+    assert [(p.url, p.host, p.html) for p in out] == [(s.page.url, s.page.host, s.page.html) for s in site]
+    assert [p.source for p in out] == [f"{path}:{i}" for i in range(1, 8)]
+
+
+def test_jsonl_host_from_url_lowercased_without_port_or_userinfo(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(
+        json.dumps({"url": "https://User:pw@WWW.Example.COM:8443/a?b=1", "html": "<p>x</p>"})
+        + "\n"
+        + json.dumps({"url": "http://[::1]:8080/", "html": "<p>y</p>"})
+        + "\n"
+        + json.dumps({"url": "https://a.example/", "host": "  Given.HOST ", "html": "<p>z</p>"})
+        + "\n"
+    )
+    assert [p.host for p in iter_inputs([path])] == ["www.example.com", "::1", "given.host"]
+
+
+def test_jsonl_bad_lines_are_dead_and_reading_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    lines = [
+        '{"url": "https://a.example/1", "html": "<p>one</p>"}',
+        '{"url": "https://a.example/2", "html": ',  # truncated JSON
+        "",  # blank: skipped, no record
+        '["not", "an", "object"]',
+        '{"html": "<p>no url</p>"}',
+        '{"url": "https://a.example/5"}',  # no html
+        '{"url": "https://a.example/6", "html": 42}',
+        '{"url": "no-host-here", "html": "<p>x</p>"}',
+        '{"url": "https://a.example/8", "host": 7, "html": "<p>x</p>"}',
+        '{"url": "https://a.example/9", "html": "<p>nine</p>"}',
+    ]
+    path.write_bytes(("\n".join(lines) + "\n").encode() + b'{"url": "https://a.example/\xff", "html": ""}\n')
+    out = list(iter_inputs([path]))
+    assert [p.url for p in pages(out)] == ["https://a.example/1", "https://a.example/9"]
+    reasons = [(d.reason, d.source.rsplit(":", 1)[1], d.url) for d in dead(out)]
+    assert reasons == [
+        ("bad_json", "2", ""),
+        ("bad_record", "4", ""),
+        ("bad_record", "5", ""),
+        ("bad_record", "6", "https://a.example/5"),
+        ("bad_record", "7", "https://a.example/6"),
+        ("bad_record", "8", "no-host-here"),
+        ("bad_record", "9", "https://a.example/8"),
+        ("bad_json", "11", ""),  # invalid UTF-8 in the line
+    ]
+    assert all(d.detail for d in dead(out))
+    # Order is input order: the dead letters sit where their lines were.
+    assert [getattr(p, "source", "").rsplit(":", 1)[1] for p in out] == [
+        "1",
+        "2",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+        "9",
+        "10",
+        "11",
+    ]
+
+
+def test_jsonl_empty_html_is_passed_on_for_the_pipeline_to_judge(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"url": "https://a.example/1", "html": ""}\n')
+    (page,) = iter_inputs([path])
+    assert isinstance(page, RawPage) and page.html == ""
+
+
+def test_jsonl_body_b64_is_decoded_with_its_charset(tmp_path: Path) -> None:
+    html = "<p>Grüße, café – “quoted”</p>"
+    path = tmp_path / "p.jsonl"
+    recs = [
+        {
+            "url": "https://a.example/1",
+            "body_b64": base64.b64encode(html.encode("cp1252")).decode(),
+            "content_type": "text/html; charset=windows-1252",
+        },
+        {"url": "https://a.example/2", "body_b64": base64.b64encode(html.encode()).decode()},
+        {"url": "https://a.example/3", "body_b64": base64.b64encode(b"\x89PNG").decode(), "content_type": "image/png"},
+        {"url": "https://a.example/4", "body_b64": "!!not base64!!"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = list(iter_inputs([path]))
+    assert [p.html for p in pages(out)] == [html, html]
+    assert [(d.reason, d.url) for d in dead(out)] == [
+        ("not_html", "https://a.example/3"),
+        ("bad_record", "https://a.example/4"),
+    ]
+
+
+def test_truncated_gzip_gives_one_dead_record_then_the_next_input(tmp_path: Path) -> None:
+    site = make_site("a.example", 40)
+    whole = write_jsonl(site, tmp_path / "whole.jsonl.gz", gz=True).read_bytes()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    after = write_jsonl([make_page(url="https://b.example/1", host="b.example")], tmp_path / "after.jsonl")
+    out = list(iter_inputs([cut, after]))
+    good = pages(out)
+    assert 0 < len(good) < 40 + 1
+    assert good[-1].host == "b.example"
+    assert [p.url for p in good[:-1]] == [s.page.url for s in site[: len(good) - 1]]
+    (broken,) = dead(out)
+    assert broken.reason == "unreadable_input" and broken.source.startswith(str(cut))
+
+
+# -- WARC -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_warc_yields_html_responses_only_in_order(tmp_path: Path, gz: bool) -> None:
+    records = [
+        warc_record("https://a.example/", b"", warc_type="warcinfo", content_type="application/warc-fields"),
+        warc_record("https://a.example/1", b"", warc_type="request"),
+        warc_record("https://a.example/1", b"<html><body><p>one</p></body></html>"),
+        warc_record("https://a.example/logo.png", b"\x89PNG\r\n", content_type="image/png"),
+        warc_record("https://a.example/old", b"<p>moved</p>", status=301, extra_http="Location: /new\r\n"),
+        warc_record("https://a.example/missing", b"<p>not found</p>", status=404),
+        warc_record("https://A.Example:443/2", b"<p>two</p>", content_type="application/xhtml+xml"),
+        warc_record("https://a.example/3", b"<p>three</p>", content_type=None),  # no type: let the parser judge
+        warc_record("https://b.example/res", b"<p>resource</p>", warc_type="resource", content_type="text/html"),
+        warc_record("https://b.example/meta", b"k: v", warc_type="metadata", content_type="text/plain"),
+    ]
+    path = write_warc(tmp_path / ("a.warc.gz" if gz else "a.warc"), records, gz=gz)
+    out = list(iter_inputs([path]))
+    assert not dead(out)
+    assert [(p.url, p.host) for p in out] == [
+        ("https://a.example/1", "a.example"),
+        ("https://A.Example:443/2", "a.example"),
+        ("https://a.example/3", "a.example"),
+        ("https://b.example/res", "b.example"),
+    ]
+    assert out[0].html == "<html><body><p>one</p></body></html>"
+    offsets = [int(p.source.rsplit("@", 1)[1]) for p in out]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 4
+    assert all(p.source.startswith(f"{path}@") for p in out)
+
+
+def test_warc_offsets_point_at_the_records(tmp_path: Path) -> None:
+    records = [warc_record(f"https://a.example/{i}", f"<p>{i}</p>".encode()) for i in range(3)]
+    path = write_warc(tmp_path / "a.warc", records)
+    starts = [sum(len(r) for r in records[:i]) for i in range(3)]
+    assert [p.source for p in iter_inputs([path])] == [f"{path}@{s}" for s in starts]
+
+
+def test_warc_gzip_content_encoding_is_undone(tmp_path: Path) -> None:
+    body = gzip.compress(b"<p>zipped page</p>")
+    rec = warc_record("https://a.example/z", body, extra_http="Content-Encoding: gzip\r\n")
+    (page,) = iter_inputs([write_warc(tmp_path / "z.warc", [rec])])
+    assert isinstance(page, RawPage) and page.html == "<p>zipped page</p>"
+
+
+def test_warc_undecodable_body_is_dead(tmp_path: Path) -> None:
+    # A UTF-8 BOM followed by bytes that are not UTF-8: no charset may override a BOM.
+    rec = warc_record("https://a.example/bad", b"\xef\xbb\xbf<p>\xff\xfe\xfd</p>", content_type="text/html")
+    ok = warc_record("https://a.example/ok", b"<p>fine</p>")
+    out = list(iter_inputs([write_warc(tmp_path / "u.warc", [rec, ok])]))
+    assert [type(p).__name__ for p in out] == ["DeadPage", "RawPage"]
+    assert out[0].reason == "undecodable" and out[0].url == "https://a.example/bad"
+    assert out[0].host == "a.example" and "@0" in out[0].source
+
+
+# -- charsets ---------------------------------------------------------------------------
+
+
+FRENCH = "<p>Déjà vu – “l’été” € œuvre</p>"
+JAPANESE = "<p>日本語のページです。テンプレート</p>"
+
+
+def test_charset_from_http_header(tmp_path: Path) -> None:
+    recs = [
+        warc_record("https://a.example/1", FRENCH.encode("cp1252"), "text/html; charset=windows-1252"),
+        warc_record("https://a.example/2", FRENCH.encode("cp1252"), "text/html; charset=ISO-8859-1"),
+        warc_record("https://a.example/3", JAPANESE.encode("shift_jis"), 'text/html; charset="Shift_JIS"'),
+        warc_record("https://a.example/4", JAPANESE.encode("euc_jp"), "text/html;charset=euc-jp"),
+    ]
+    out = list(iter_inputs([write_warc(tmp_path / "c.warc", recs)]))
+    # ISO-8859-1 is read as windows-1252, as browsers do: the curly quotes and € survive.
+    assert [p.html for p in out] == [FRENCH, FRENCH, JAPANESE, JAPANESE]
+
+
+def test_charset_from_meta_when_the_header_has_none(tmp_path: Path) -> None:
+    meta_html5 = '<html><head><meta charset="shift_jis"></head><body>' + JAPANESE + "</body></html>"
+    meta_http_equiv = (
+        '<html><head><META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset=windows-1252">'
+        "</head><body>" + FRENCH + "</body></html>"
+    )
+    recs = [
+        warc_record("https://a.example/1", meta_html5.encode("shift_jis"), "text/html"),
+        warc_record("https://a.example/2", meta_http_equiv.encode("cp1252"), "text/html"),
+    ]
+    out = list(iter_inputs([write_warc(tmp_path / "m.warc", recs)]))
+    assert [p.html for p in out] == [meta_html5, meta_http_equiv]
+
+
+def test_meta_charset_beyond_2kb_is_ignored() -> None:
+    russian = "<p>Привет, мир</p>"
+    early = ('<meta charset="koi8-r">' + russian).encode("koi8_r")
+    late = ("<!-- " + "x" * 2100 + " -->" + '<meta charset="koi8-r">' + russian).encode("koi8_r")
+    assert decode_html(early) == early.decode("koi8_r")
+    # Not found in the first 2 KB: UTF-8 fails, cp1252 decodes (to mojibake), as specified.
+    assert decode_html(late) == late.decode("cp1252") != late.decode("koi8_r")
+
+
+def test_bom_overrides_declarations() -> None:
+    html = "<p>BOM wins: ñ</p>"
+    assert decode_html(b"\xef\xbb\xbf" + html.encode(), "windows-1252") == html
+    assert decode_html(b"\xff\xfe" + html.encode("utf-16-le"), "utf-8") == html
+    assert decode_html(b"\xfe\xff" + html.encode("utf-16-be")) == html
+
+
+def test_utf8_default_and_cp1252_fallback() -> None:
+    assert decode_html(FRENCH.encode()) == FRENCH
+    assert decode_html(FRENCH.encode("cp1252")) == FRENCH
+    # A wrong declaration falls back to the defaults rather than killing the page.
+    assert decode_html(FRENCH.encode(), "shift_jis") == FRENCH
+    assert decode_html(FRENCH.encode(), "no-such-charset") == FRENCH
+    # 0x81 is undefined in cp1252 and invalid UTF-8: nothing decodes it.
+    assert decode_html(b"<p>\x81\x81</p>") is None
+
+
+# -- folders of HTML --------------------------------------------------------------------
+
+
+def test_folder_walk_is_sorted_and_recursive_with_folder_host(tmp_path: Path) -> None:
+    root = tmp_path / "My.Site"
+    (root / "b").mkdir(parents=True)
+    (root / "a").mkdir()
+    (root / ".hidden").mkdir()
+    for rel in ["z.html", "b/2.htm", "b/1.html", "a/x.HTML", "m.html", ".hidden/h.html", "notes.txt", "a/img.png"]:
+        (root / rel).write_text(f"<p>{rel}</p>")
+    out = list(iter_inputs([root]))
+    rels = [Path(p.source).relative_to(root).as_posix() for p in out]
+    assert rels == ["m.html", "z.html", "a/x.HTML", "b/1.html", "b/2.htm"]
+    assert {p.host for p in out} == {"my.site"}
+    assert out[0].url == (root / "m.html").resolve().as_uri() and out[0].url.startswith("file:///")
+    assert estimate_total([root]) == 5
+
+
+def test_folder_files_are_decoded_by_meta_and_fallback(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    root.mkdir()
+    sjis = '<meta charset="shift_jis">' + JAPANESE
+    (root / "1.html").write_bytes(sjis.encode("shift_jis"))
+    (root / "2.html").write_bytes(FRENCH.encode("cp1252"))
+    (root / "3.html").write_bytes(b"<p>\x81\x81</p>")
+    out = list(iter_inputs([root]))
+    assert [p.html for p in pages(out)] == [sjis, FRENCH]
+    assert [(d.reason, d.host) for d in dead(out)] == [("undecodable", "site")]
+
+
+def test_single_html_file_takes_its_parent_folder_as_host(tmp_path: Path) -> None:
+    (tmp_path / "docs.example").mkdir()
+    f = tmp_path / "docs.example" / "index.html"
+    f.write_text("<p>x</p>")
+    (page,) = iter_inputs([f])
+    assert isinstance(page, RawPage) and page.host == "docs.example"
+
+
+# -- mixed inputs, errors, estimates ----------------------------------------------------
+
+
+def test_mixed_inputs_in_the_order_given(tmp_path: Path) -> None:
+    folder = tmp_path / "folder.example"
+    folder.mkdir()
+    (folder / "a.html").write_text("<p>folder page</p>")
+    jl = write_jsonl([make_page(url="https://j.example/1", host="j.example")], tmp_path / "j.jsonl.gz", gz=True)
+    warc = write_warc(tmp_path / "w.warc.gz", [warc_record("https://w.example/1", b"<p>w</p>")], gz=True)
+    out = list(iter_inputs([str(warc), folder, jl, warc]))
+    assert [p.host for p in out] == ["w.example", "folder.example", "j.example", "w.example"]
+
+
+def test_unknown_names_are_sniffed(tmp_path: Path) -> None:
+    jl = tmp_path / "pages.dump"
+    jl.write_text(json.dumps({"url": "https://s.example/", "html": "<p>s</p>"}) + "\n")
+    warc = write_warc(tmp_path / "crawl.bin", [warc_record("https://w.example/1", b"<p>w</p>")], gz=True)
+    assert [p.host for p in iter_inputs([jl, warc])] == ["s.example", "w.example"]
+
+
+def test_missing_or_unknown_inputs_raise_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        list(iter_inputs([tmp_path / "nope.jsonl"]))
+    other = tmp_path / "data.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="unknown file type"):
+        list(iter_inputs([other]))
+    with pytest.raises(ConfigError):
+        estimate_total([other])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_file_raises_config_error(tmp_path: Path) -> None:
+    f = write_jsonl([make_page()], tmp_path / "locked.jsonl")
+    f.chmod(0)
+    try:
+        with pytest.raises(ConfigError, match="cannot read"):
+            list(iter_inputs([f]))
+    finally:
+        f.chmod(0o600)
+
+
+def test_a_bad_path_fails_before_a_later_path_is_read(tmp_path: Path) -> None:
+    good = write_jsonl([make_page()], tmp_path / "good.jsonl")
+    it = iter_inputs([good, tmp_path / "missing.warc"])
+    assert isinstance(next(it), RawPage)
+    with pytest.raises(ConfigError):
+        next(it)
+
+
+def test_estimate_total(tmp_path: Path) -> None:
+    site = make_site("a.example", 9)
+    plain = write_jsonl(site, tmp_path / "a.jsonl")
+    assert estimate_total([plain]) == 9
+    no_final_newline = tmp_path / "b.jsonl"
+    no_final_newline.write_bytes(plain.read_bytes().rstrip(b"\n"))
+    assert estimate_total([plain, no_final_newline]) == 18
+    gz = write_jsonl(site, tmp_path / "a.jsonl.gz", gz=True)
+    assert estimate_total([plain, gz]) is None
+    warc = write_warc(tmp_path / "w.warc", [warc_record("https://w.example/1", b"<p>w</p>")])
+    assert estimate_total([warc]) is None
+
+
+def test_warc_garbage_mid_file_is_reported_once(tmp_path: Path) -> None:
+    first = warc_record("https://a.example/0", b"<p>zero</p>")
+    path = write_warc(
+        tmp_path / "g.warc",
+        [first, b"this is not a WARC header\r\n\r\n", warc_record("https://a.example/1", b"<p>one</p>")],
+    )
+    after = write_jsonl([make_page(url="https://b.example/1", host="b.example")], tmp_path / "after.jsonl")
+    out = list(iter_inputs([path, after]))
+    assert isinstance(out[0], RawPage) and out[0].url == "https://a.example/0"
+    assert [d.reason for d in dead(out)] == ["unreadable_input"]
+    assert out[-1].host == "b.example"
+
+
+def test_a_fifo_is_not_an_input(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a file or folder"):
+        list(iter_inputs([fifo]))
