@@ -48,7 +48,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type info
 from worker.codec import encode_clean, encode_dead
 from worker.errors import ConfigError
 from worker.model import RawPage
-from worker.params import EngineParams
+from worker.params import EngineParams, with_overrides
 from worker.pipeline import process_page
 from worker.state import MemoryStore
 
@@ -499,7 +499,9 @@ def format_table(results: Sequence[CorpusResult]) -> str:
     return "\n".join(lines)
 
 
-def write_report(results: Sequence[CorpusResult], anchors: Anchors, folder: Path) -> list[Path]:
+def write_report(
+    results: Sequence[CorpusResult], anchors: Anchors, folder: Path, params_note: str = "defaults"
+) -> list[Path]:
     """report.md and f1_per_corpus.png in `folder`; returns the written paths."""
     folder.mkdir(parents=True, exist_ok=True)
     chart = folder / "f1_per_corpus.png"
@@ -509,7 +511,7 @@ def write_report(results: Sequence[CorpusResult], anchors: Anchors, folder: Path
     lines = [
         "# detemplate eval report",
         "",
-        f"Engine parameters: defaults of worker.params.EngineParams; {len(results)} corpora.",
+        f"Engine parameters: {params_note}; {len(results)} corpora.",
         "P, R, F1: token-level scores of the kept text against the gold (as ../shared/tools/score.py);",
         "removed: mean share of non-content tokens removed; fulltext: all body text (computed here).",
         "`README ...` columns: the anchor F1 figures of the corpora README, read at run time.",
@@ -649,7 +651,8 @@ def run_eval(
 def _handle(args: argparse.Namespace) -> int:
     folders = [Path(p) for p in args.corpus_dirs]
     try:
-        results = run_eval(folders, EngineParams(), args.output_dir, progress=sys.stderr.isatty())
+        params = with_overrides(EngineParams(), args.param or [])
+        results = run_eval(folders, params, args.output_dir, progress=sys.stderr.isatty())
     except ConfigError as exc:
         print(f"detemplate eval: {exc}", file=sys.stderr)
         return 2
@@ -665,7 +668,8 @@ def _handle(args: argparse.Namespace) -> int:
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(" pages/s: time in process_page only, on a shared machine: noisy)")
     if args.report is not None:
-        written = write_report(results, anchors, args.report)
+        note = "defaults with " + ", ".join(args.param) if args.param else "defaults"
+        written = write_report(results, anchors, args.report, note)
         print(f"report: {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
 
@@ -690,5 +694,11 @@ def register(subparsers: Any) -> None:
         type=Path,
         metavar="DIR",
         help="write each corpus's output records (as `detemplate run` writes them) to DIR/CORPUS.jsonl",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="SECTION.FIELD=VALUE",
+        help="override an engine parameter, e.g. table.tb=50 or segment.path_mode=tag (repeatable)",
     )
     parser.set_defaults(func=_handle)
