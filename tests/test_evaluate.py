@@ -1,0 +1,331 @@
+"""The eval metric, checked against the reference scorer, and the eval and bench engines."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.factories import interleave, make_site
+from worker import bench, evaluate
+from worker.cli import main
+from worker.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
+from worker.params import EngineParams
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SCORE_PY = SHARED / "tools" / "score.py"
+REAL_CORPUS = SHARED / "corpora" / "site-rust-cookbook-mdbook"
+
+
+@pytest.fixture(scope="module")
+def reference() -> ModuleType:
+    """../shared/tools/score.py, imported as a module."""
+    if not SCORE_PY.is_file():
+        pytest.skip(f"reference scorer {SCORE_PY} is absent: nothing to compare with")
+    spec = importlib.util.spec_from_file_location("reference_score", SCORE_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_gz_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def assert_same(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    assert ours.keys() == theirs.keys()
+    for key, value in theirs.items():
+        assert ours[key] == pytest.approx(value, abs=1e-12), key
+
+
+def synthetic_corpus(folder: Path, pages_per_site: int = 14) -> Path:
+    """A two-host corpus folder in the ../shared/corpora format, gold from the generator."""
+    sites = interleave(
+        make_site("blog.example", pages_per_site, seed=3, layout="blog"),
+        make_site("docs.example", pages_per_site, seed=4, layout="docs", redesign=pages_per_site - 4),
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    write_gz_jsonl(
+        folder / "pages.jsonl.gz",
+        [{"url": sp.page.url, "host": sp.page.host, "html": sp.page.html} for sp in sites],
+    )
+    # Leave the first page without gold: it is in the stream but not scored.
+    write_gz_jsonl(folder / "gold.jsonl.gz", [{"url": sp.page.url, "content": sp.gold} for sp in sites[1:]])
+    return folder
+
+
+# -- the metric, by hand -----------------------------------------------------------------
+
+
+def test_tokens_are_lowercased_unicode_word_runs() -> None:
+    assert tokens("Straße ÉCOLE_9, x-y  café!") == Counter({"straße": 1, "école_9": 1, "x": 1, "y": 1, "café": 1})
+    assert tokens("") == Counter()
+    assert tokens(None) == Counter()
+    assert tokens("a A a") == Counter({"a": 3})
+
+
+def test_page_scores_use_multiset_overlap() -> None:
+    # kept: a a b c (4), gold: a b b d (4), shared: a b (2)
+    p, r, f = page_prf(tokens("a a b c"), tokens("a b b d"))
+    assert (p, r) == (0.5, 0.5)
+    assert f == pytest.approx(0.5)
+    p, r, f = page_prf(tokens("a b"), tokens("a b c d"))
+    assert (p, r) == (1.0, 0.5)
+    assert f == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("kept", "gold", "expected"),
+    [
+        ("", "", (1.0, 1.0, 1.0)),  # nothing to keep, nothing kept
+        ("", "some gold", (0.0, 0.0, 0.0)),  # everything dropped
+        ("kept text", "", (0.0, 1.0, 0.0)),  # kept text where the gold is empty
+        ("x y", "z", (0.0, 0.0, 0.0)),  # no overlap: P + R = 0
+    ],
+)
+def test_page_scores_empty_conventions(kept: str, gold: str, expected: tuple[float, float, float]) -> None:
+    assert page_prf(tokens(kept), tokens(gold)) == expected
+
+
+def test_removal_counts_non_gold_tokens_removed() -> None:
+    full = tokens("home about news story words here footer legal")
+    gold = tokens("story words here")
+    # noise: home about news footer legal (5); kept noise: home footer (2)
+    assert page_removal(full, gold, tokens("home story words footer")) == pytest.approx(1 - 2 / 5)
+    assert page_removal(full, gold, tokens("story words here")) == 1.0
+    assert page_removal(full, gold, full) == 0.0
+    assert page_removal(tokens("story words"), tokens("story words"), tokens("")) is None
+
+
+def test_removal_counts_repeated_tokens_once_per_occurrence() -> None:
+    # "news" is once gold and twice template; keeping it twice keeps one noise occurrence.
+    full = tokens("news news news story")
+    gold = tokens("news story")
+    assert page_removal(full, gold, tokens("news news story")) == pytest.approx(0.5)
+
+
+def test_score_texts_conventions() -> None:
+    gold = [
+        GoldPage("u1", "alpha beta"),
+        GoldPage("u2", "gamma"),  # absent from the output: missing, scored as empty
+        GoldPage("u3", "", must_keep=("Delta Echo", "foxtrot", "...")),  # "..." has no tokens
+    ]
+    s = score_texts(gold, {"u1": "alpha beta", "u3": "delta echo"})
+    assert s.pages == 2
+    assert s.missing == 1
+    assert (s.precision, s.recall, s.f1) == (0.5, 0.5, 0.5)
+    assert s.keep_values == 2
+    assert s.keep_recall == 0.5
+
+
+def test_fulltext_drops_scripts_styles_and_noscript() -> None:
+    html = (
+        "<html><head><title>Title words</title><style>p{color:red}</style></head>"
+        "<body><p>Visible<b>bold</b></p><script>var hidden = 1;</script>"
+        "<noscript>enable js</noscript><div>tail</div></body></html>"
+    )
+    assert tokens(evaluate.fulltext(html)) == tokens("Visible bold tail")
+
+
+# -- agreement with the reference scorer ------------------------------------------------------
+
+
+def test_scorer_agrees_with_reference_on_edge_cases(reference: ModuleType, tmp_path: Path) -> None:
+    corpus = tmp_path / "edge"
+    corpus.mkdir()
+    write_gz_jsonl(
+        corpus / "gold.jsonl.gz",
+        [
+            {"url": "a", "content": "The quick brown fox, the QUICK dog. Straße 12_b"},
+            {"url": "b", "content": "only gold here"},  # missing from the output
+            {"url": "c", "content": ""},  # empty gold, non-empty output
+            {"url": "d", "content": ""},  # empty gold, empty output
+            {"url": "e", "content": "some content"},  # output text is null
+            {"url": "f", "content": "content text field"},  # output uses content_text
+            {"url": "g", "content": "last line wins"},  # output has two lines
+            {"url": "h", "content": "", "must_keep": ["Price 12 EUR", "in stock", "!!"]},
+            {"url": "i", "content": "日本語 テキスト と english"},
+            {"url": "a", "content": "a gold line repeated for a url"},
+        ],
+    )
+    output = write_jsonl(
+        tmp_path / "out.jsonl",
+        [
+            {"url": "a", "text": "the quick brown fox the quick cat straße 12_B extra"},
+            {"url": "c", "text": "unexpected words"},
+            {"url": "d", "text": ""},
+            {"url": "e", "text": None},
+            {"url": "f", "content_text": "content text"},
+            {"url": "g", "text": "first"},
+            {"url": "g", "text": "last line wins indeed"},
+            {"url": "h", "text": "price 12 eur and more"},
+            {"url": "i", "text": "日本語 english"},
+            {"url": "z", "text": "a page without gold"},
+        ],
+    )
+    ours = score_texts(evaluate.load_gold(corpus / "gold.jsonl.gz"), evaluate.load_output(output))
+    theirs = reference.score(corpus, reference.load_out(output))
+    assert theirs["missing"] == 1 and "keep_recall" in theirs  # the fixture does reach those branches
+    assert_same(ours.as_dict(), theirs)
+
+
+def test_eval_agrees_with_reference_on_its_own_output(reference: ModuleType, tmp_path: Path) -> None:
+    corpus = synthetic_corpus(tmp_path / "synthetic")
+    out_dir = tmp_path / "out"
+    (result,) = evaluate.run_eval([corpus], EngineParams(), out_dir)
+    output = out_dir / "synthetic.jsonl"
+    theirs = reference.score(corpus, reference.load_out(output))
+    assert_same(result.scores.as_dict(), theirs)
+    # and the file read back through our own loader scores the same
+    assert_same(
+        score_texts(evaluate.load_gold(corpus / "gold.jsonl.gz"), evaluate.load_output(output)).as_dict(), theirs
+    )
+    # the detector learned the template: better than keeping everything
+    assert result.fulltext.f1 is not None and result.scores.f1 is not None
+    assert result.scores.f1 > result.fulltext.f1
+    assert result.removal is not None and result.removal > 0.5
+
+
+@pytest.mark.corpora
+def test_eval_agrees_with_reference_on_a_real_corpus(reference: ModuleType, tmp_path: Path) -> None:
+    if not (REAL_CORPUS / "pages.jsonl.gz").is_file():
+        pytest.skip(f"development corpus {REAL_CORPUS} is absent")
+    (result,) = evaluate.run_eval([REAL_CORPUS], EngineParams(), tmp_path)
+    theirs = reference.score(REAL_CORPUS, reference.load_out(tmp_path / f"{REAL_CORPUS.name}.jsonl"))
+    assert theirs["pages"] > 100
+    assert_same(result.scores.as_dict(), theirs)
+
+
+def test_eval_output_is_what_run_writes(tmp_path: Path) -> None:
+    """eval goes through the same engine as `detemplate run`: the same bytes come out."""
+    corpus = synthetic_corpus(tmp_path / "synthetic")
+    evaluate.run_eval([corpus], EngineParams(), tmp_path / "eval")
+    assert main(["run", str(corpus / "pages.jsonl.gz"), "--output", str(tmp_path / "run.jsonl")]) == 0
+    assert (tmp_path / "eval" / "synthetic.jsonl").read_bytes() == (tmp_path / "run.jsonl").read_bytes()
+
+
+# -- anchors, report, command ------------------------------------------------------------------
+
+README_TEXT = """
+| corpus | system | P | R | F1 |
+|---|---|---|---|---|
+| synthetic | fulltext | 0.500 | 1.000 | 0.667 |
+| synthetic | trafilatura | 0.900 | 0.950 | 0.924 |
+| other | trafilatura | 0.800 | 0.800 | 0.800 |
+
+| corpus | what | pages |
+|---|---|---|
+| synthetic | a made-up corpus | 28 |
+"""
+
+
+def test_parse_anchors_reads_the_results_table_only() -> None:
+    anchors = evaluate.parse_anchors(README_TEXT)
+    assert anchors == {
+        "synthetic": {"fulltext": (0.5, 1.0, 0.667), "trafilatura": (0.9, 0.95, 0.924)},
+        "other": {"trafilatura": (0.8, 0.8, 0.8)},
+    }
+
+
+def test_parse_anchors_of_the_real_readme() -> None:
+    readme = SHARED / "corpora" / "README.md"
+    if not readme.is_file():
+        pytest.skip(f"{readme} is absent")
+    anchors = evaluate.parse_anchors(readme.read_text(encoding="utf-8"))
+    folders = [p.name for p in (SHARED / "corpora").iterdir() if p.is_dir()]
+    assert folders
+    for name in folders:
+        assert "fulltext" in anchors.get(name, {}), name
+
+
+def test_report_and_chart(tmp_path: Path) -> None:
+    corpus = synthetic_corpus(tmp_path / "corpora" / "synthetic")
+    (tmp_path / "corpora" / "README.md").write_text(README_TEXT, encoding="utf-8")
+    results = evaluate.run_eval([corpus], EngineParams())
+    anchors = evaluate.find_anchors([corpus])
+    assert set(anchors) == {"synthetic", "other"}
+    report, chart = evaluate.write_report(results, anchors, tmp_path / "report")
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = report.read_text(encoding="utf-8")
+    assert "| synthetic |" in text
+    assert "README trafilatura" in text and "0.924" in text
+    assert f"**{results[0].scores.f1:.3f}**" in text
+
+
+def test_eval_command_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = synthetic_corpus(tmp_path / "synthetic")
+    assert main(["eval", str(corpus), "--json", "--param", "table.template_df=4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (row,) = doc["corpora"]
+    assert row["corpus"] == "synthetic"
+    assert row["pages"] == 28 and row["scores"]["pages"] == 27
+    assert doc["summary"][0]["F1"] == pytest.approx(row["scores"]["F1"])
+
+
+def test_eval_command_table_and_bad_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = synthetic_corpus(tmp_path / "synthetic")
+    assert main(["eval", str(corpus)]) == 0
+    out = capsys.readouterr().out
+    assert "synthetic" in out and "macro, all 1 corpora" in out
+    assert main(["eval", str(tmp_path / "nowhere")]) == 2
+    assert "not a corpus folder" in capsys.readouterr().err
+
+
+# -- bench engine (figures are printed, never asserted on time) ------------------------------
+
+
+def test_parse_and_walk_visits_every_text_node() -> None:
+    assert bench.parse_and_walk("<html><body><p>a<b>b</b>c</p><!-- x --><div>d</div></body></html>") == 4
+
+
+def test_percentile_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert bench.percentile(values, 50) == 50.0
+    assert bench.percentile(values, 99) == 99.0
+    assert bench.percentile([3.0], 99) == 3.0
+
+
+def test_bench_speed_rows_and_state(tmp_path: Path) -> None:
+    corpus = evaluate.load_corpus(synthetic_corpus(tmp_path / "synthetic"))
+    rows, stores = bench.measure_speed([corpus], EngineParams(), repeat=2)
+    (row,) = rows
+    assert row.pages == 28 and len(row.detector_s) == len(row.floor_s) == 2
+    assert len(row.latencies_s) == 2 * 28
+    states = bench.host_states(corpus, stores["synthetic"])
+    assert {s.host for s in states} == {"blog.example", "docs.example"}
+    for s in states:
+        table = stores["synthetic"].get(s.host)
+        assert table is not None
+        assert s.table_bytes == table.nbytes() == len(table.to_bytes())
+        assert s.pages == 14
+        assert s.batch_bytes == pytest.approx(24 * s.page_bytes / 14)
+    _seconds, data, total = bench.rocks_pass(corpus, EngineParams(), tmp_path / "rocks")
+    assert 0 < data <= total
+
+
+def test_long_host_table_levels_off() -> None:
+    """On a host whose content never repeats, expiry keeps the table from growing with the crawl."""
+    n = 1200
+    run = bench.long_host_run(bench.long_host_pages([], None, True, n), EngineParams(), n)
+    assert [p.pages for p in run.points][-1] == n and len(run.points) == 20
+    sizes = [p.table_bytes for p in run.points]
+    # Every segment the content adds dies within Tb*N pages, so the second half of the run
+    # holds no more than the first half's peak plus a little slack for template churn.
+    assert max(sizes[10:]) <= 1.2 * max(sizes[:10])
+    # and far smaller than a cache of one 24-page batch of the host's pages
+    assert run.max_bytes < 0.5 * run.points[-1].batch_bytes
