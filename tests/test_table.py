@@ -1,0 +1,288 @@
+"""worker.table.HostTable: DF counting, logistic expiry against a brute-force model, O(expired) work,
+serialisation, template events."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.factories import make_page, make_site
+from worker.errors import StateError
+from worker.params import EngineParams, EventParams, TableParams
+from worker.pipeline import decide
+from worker.table import HostTable
+
+# -- reference model ----------------------------------------------------------------------
+
+
+class BruteForceTable:
+    """The paper's table written the obvious way: scan every key after every page."""
+
+    def __init__(self, params: TableParams) -> None:
+        self.params = params
+        self.page = 0
+        self.entries: dict[int, tuple[int, int]] = {}  # key -> (df, last_seen)
+
+    def observe(self, keys: list[int]) -> list[int]:
+        self.page += 1
+        dfs = []
+        for key in keys:
+            df = self.entries.get(key, (0, 0))[0] + 1
+            self.entries[key] = (df, self.page)
+            dfs.append(df)
+        for key, (df, last) in list(self.entries.items()):
+            if self.page - last > self.params.lifetime(df):
+                del self.entries[key]
+        return dfs
+
+
+class CountingWheel(dict[int, list[int]]):
+    """The table's timing wheel, counting the keys it hands back (the expiry work)."""
+
+    popped = 0
+
+    def pop(self, key: int, default: Any = None) -> Any:
+        bucket = super().pop(key, default)
+        if bucket:
+            self.popped += len(bucket)
+        return bucket
+
+
+def counting(table: HostTable) -> CountingWheel:
+    wheel = CountingWheel(table._wheel)
+    table._wheel = wheel
+    return wheel
+
+
+def wheel_size(table: HostTable) -> int:
+    return sum(len(bucket) for bucket in table._wheel.values())
+
+
+page_streams = st.lists(
+    st.lists(st.integers(min_value=0, max_value=40), max_size=12).map(lambda ks: sorted(set(ks))),
+    max_size=120,
+)
+small_params = st.builds(
+    TableParams,
+    template_df=st.integers(min_value=1, max_value=6),
+    tb=st.integers(min_value=1, max_value=8),
+    n=st.floats(min_value=1.0, max_value=6.0),
+)
+
+# -- lifetime -----------------------------------------------------------------------------
+
+
+def test_lifetime_formula_values() -> None:
+    p = TableParams(tb=20, n=25.0)
+    assert p.lifetime(1) == 20  # seen once: Tb pages
+    assert p.lifetime(200) == 500  # frequent: Tb * N
+    for df in range(1, 30):
+        assert p.lifetime(df) == round(20 * 25 / (1 + 24 * math.exp(-(df - 1))))
+    lives = [p.lifetime(df) for df in range(1, 100)]
+    assert lives == sorted(lives)  # seeing a key again never shortens its life
+    assert TableParams(tb=7, n=1.0).lifetime(50) == 7  # N = 1: a flat lifetime
+
+
+def test_table_lifetime_is_flat_beyond_its_lookup() -> None:
+    p = TableParams(tb=3, n=4.0)
+    table = HostTable(p)
+    assert [table.lifetime(df) for df in (1, 2, 63, 64, 10_000)] == [
+        p.lifetime(1),
+        p.lifetime(2),
+        p.lifetime(63),
+        p.lifetime(64),
+        p.lifetime(10_000),
+    ]
+
+
+# -- DF and template counting -------------------------------------------------------------
+
+
+def test_df_counts_pages_and_template_at_threshold() -> None:
+    table = HostTable(TableParams(template_df=3, tb=50))
+    assert table.observe([1, 2]) == [1, 1]
+    assert table.observe([1]) == [2]
+    assert table.template_count == 0
+    assert table.observe([1, 2, 3]) == [3, 2, 1]
+    assert table.template_count == 1  # key 1 reached df 3
+    assert table.observe([1, 2]) == [4, 3]
+    assert table.template_count == 2  # counted once per key, not once per sighting
+    assert table.pages == 4
+    assert table.state() == {1: (4, 4), 2: (3, 4), 3: (1, 3)}
+    assert table.df(1) == 4 and table.df(99) == 0
+
+
+def test_duplicate_segments_on_one_page_count_once() -> None:
+    # Ten identical list items (same path, same text) are one segment of the page.
+    html = "<html><body><ul>" + "<li>Same item</li>" * 10 + "</ul><p>other</p></body></html>"
+    params = EngineParams()
+    table = HostTable(params.table)
+    out = decide(make_page(html=html), table, params)
+    assert out.clean is not None
+    assert len(out.applied) == len(set(out.applied)) == 2
+    assert list(out.applied) == sorted(out.applied)
+    assert sorted(df for df, _ in table.state().values()) == [1, 1]
+
+
+# -- expiry against brute force -----------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(params=small_params, stream=page_streams)
+def test_expiry_matches_brute_force_after_every_page(params: TableParams, stream: list[list[int]]) -> None:
+    table = HostTable(params)
+    model = BruteForceTable(params)
+    for keys in stream:
+        assert table.observe(keys) == model.observe(keys)
+        assert table.state() == model.entries
+        assert table.template_count == sum(1 for df, _ in model.entries.values() if df >= params.template_df)
+        # Every live key is in the wheel exactly once: nothing is scanned twice.
+        assert wheel_size(table) == len(table)
+
+
+@settings(max_examples=200, deadline=None)
+@given(params=small_params, stream=page_streams)
+def test_expiry_work_is_bounded_by_expired_plus_sightings(params: TableParams, stream: list[list[int]]) -> None:
+    table = HostTable(params)
+    wheel = counting(table)
+    expired = 0
+    sightings = 0
+    for keys in stream:
+        before = len(table)
+        new = sum(1 for k in keys if table.df(k) == 0)
+        table.observe(keys)
+        expired += before + new - len(table)
+        sightings += len(keys)
+    # A popped key is either deleted or was seen again since it was scheduled.
+    assert wheel.popped <= expired + sightings
+
+
+def test_expiry_does_no_work_on_pages_where_nothing_is_due() -> None:
+    params = TableParams(tb=50, n=10.0)
+    table = HostTable(params)
+    table.observe(list(range(5000)))  # a big table, all seen once
+    wheel = counting(table)
+    for _ in range(params.lifetime(1) - 1):
+        table.observe([])
+        assert wheel.popped == 0  # a scan would touch 5000 keys on every page
+    assert len(table) == 5000
+    table.observe([])  # page 1 + tb: the last page they are alive
+    assert len(table) == 5000
+    table.observe([])  # page 2 + tb: all expire at once
+    assert len(table) == 0
+    assert wheel.popped == 5000
+
+
+def test_frequent_keys_live_longer_and_are_rescheduled_not_rescanned() -> None:
+    params = TableParams(tb=4, n=10.0)
+    table = HostTable(params)
+    wheel = counting(table)
+    frequent = list(range(100))
+    for _ in range(30):
+        table.observe(frequent)
+    # Each key is popped about once per tb pages while it is seen on every page.
+    assert wheel.popped <= 100 * (30 // params.lifetime(1) + 1)
+    for _ in range(params.lifetime(30)):
+        table.observe([])
+    assert len(table) == 100  # lifetime(30) unseen pages: still alive
+    table.observe([])
+    assert len(table) == 0
+
+
+# -- serialisation ------------------------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(params=small_params, before=page_streams, after=page_streams)
+def test_restored_table_behaves_identically(
+    params: TableParams, before: list[list[int]], after: list[list[int]]
+) -> None:
+    live = HostTable(params)
+    for keys in before:
+        live.observe(keys)
+    live.source_offset = 1234
+    data = live.to_bytes()
+    restored = HostTable.from_bytes(data, params)
+    assert restored.to_bytes() == data
+    assert restored.state() == live.state()
+    assert (restored.pages, restored.source_offset, restored.template_count) == (
+        live.pages,
+        live.source_offset,
+        live.template_count,
+    )
+    assert restored.nbytes() == len(data)
+    events = EventParams(min_template_segments=1, change_share=0.3, settle_pages=2)
+    for keys in after:
+        assert restored.observe(keys) == live.observe(keys)
+        assert restored.state() == live.state()
+        assert restored.take_event(events) == live.take_event(events)
+    assert restored.to_bytes() == live.to_bytes()
+
+
+def test_empty_table_round_trip() -> None:
+    params = TableParams()
+    data = HostTable(params).to_bytes()
+    restored = HostTable.from_bytes(data, params)
+    assert len(restored) == 0 and restored.pages == 0 and restored.to_bytes() == data
+
+
+def _table_bytes() -> bytes:
+    table = HostTable(TableParams())
+    for i in range(10):
+        table.observe(sorted({i, i + 1, 100, 200}))
+    return table.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        pytest.param(lambda b: b"", id="empty"),
+        pytest.param(lambda b: b[:10], id="short-header"),
+        pytest.param(lambda b: b"XXXX" + b[4:], id="bad-magic"),
+        pytest.param(lambda b: b[:-1], id="truncated-entries"),
+        pytest.param(lambda b: b + b"\x00" * 16, id="trailing-bytes"),
+        pytest.param(lambda b: bytes(random.Random(1).randrange(256) for _ in range(len(b))), id="random"),
+    ],
+)
+def test_corrupt_bytes_raise_state_error(corrupt: Any) -> None:
+    with pytest.raises(StateError):
+        HostTable.from_bytes(corrupt(_table_bytes()), TableParams())
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def _run_site(redesign: int | None, n_pages: int = 60) -> list[tuple[int, str, dict[str, Any]]]:
+    params = EngineParams()
+    table = HostTable(params.table)
+    events = []
+    for i, sp in enumerate(make_site("events.example", n_pages, seed=5, redesign=redesign)):
+        out = decide(sp.page, table, params)
+        events.extend((i, e.type, e.details) for e in out.events)
+        assert all(e.host == "events.example" and e.page_no == i + 1 and e.url == sp.page.url for e in out.events)
+    return events
+
+
+def test_template_learned_once_and_no_change_without_redesign() -> None:
+    events = _run_site(redesign=None)
+    assert [t for _, t, _ in events] == ["template.learned"]
+    index, _, details = events[0]
+    assert index < 10
+    assert details["template_segments"] >= EventParams().min_template_segments
+
+
+def test_redesign_fires_template_changed_after_it() -> None:
+    events = _run_site(redesign=30)
+    kinds = [t for _, t, _ in events]
+    assert kinds[0] == "template.learned" and kinds.count("template.learned") == 1
+    changed = [(i, d) for i, t, d in events if t == "template.changed"]
+    assert changed, events
+    first, details = changed[0]
+    assert 30 <= first < 45
+    assert details["added"] > 0
+    assert all(i < 30 for i, t, _ in events if t == "template.learned")
