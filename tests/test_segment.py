@@ -1,0 +1,205 @@
+"""worker.segment: blocks at layout tags, visible text segments only, DOM paths, stable keys, limits."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from worker.errors import BadInputError
+from worker.params import SegmentParams
+from worker.segment import segment_html, segment_key
+
+# An explicit cut, so these tests do not move when the measured default block tags do.
+CUT = SegmentParams(block_tags=frozenset({"html", "body", "div", "ul", "li", "p", "footer"}), path_mode="tag")
+
+
+def blocks_of(html: str, params: SegmentParams = CUT) -> list[tuple[str, list[str]]]:
+    _, blocks = segment_html(html, params)
+    return [(b.path, [s.text for s in b.segments]) for b in blocks]
+
+
+def test_blocks_are_cut_at_layout_tags_only() -> None:
+    html = (
+        "<html><body>"
+        "<div>intro <b>bold</b> <a href='#'>link</a> tail"
+        "<div>inner</div>"
+        "after inner</div>"
+        "<ul><li>one</li><li>two <span>span</span></li></ul>"
+        "<footer>foot</footer>"
+        "</body></html>"
+    )
+    assert blocks_of(html) == [
+        # Inline tags separate text segments but do not start a block; text after a
+        # nested block still belongs to the outer block.
+        ("html/body/div", ["intro", "bold", "link", "tail", "after inner"]),
+        ("html/body/div/div", ["inner"]),
+        ("html/body/ul/li", ["one"]),
+        ("html/body/ul/li", ["two", "span"]),
+        ("html/body/footer", ["foot"]),
+    ]
+
+
+def test_blocks_without_text_are_left_out_and_indexed_in_order() -> None:
+    _, blocks = segment_html("<html><body><div> </div><div><img src=x></div><p>a</p><p>b</p></body></html>", CUT)
+    assert [(b.index, [s.text for s in b.segments]) for b in blocks] == [(0, ["a"]), (1, ["b"])]
+
+
+def test_default_block_tags_cut_at_containers_and_list_items() -> None:
+    blocks = blocks_of(
+        "<html><body><nav><ul><li>Home</li><li>About</li></ul></nav><div>text</div></body></html>",
+        SegmentParams(),
+    )
+    assert [texts for _, texts in blocks] == [["Home"], ["About"], ["text"]]
+
+
+def test_invisible_text_is_not_a_segment() -> None:
+    html = (
+        "<html><head><title>Title text</title><style>p { color: red }</style>"
+        "<script>var headScript = 1;</script></head><body>"
+        "<div>visible<!-- a comment --><script>var x = '<p>not text</p>';</script>"
+        "<style>.a{}</style><noscript>enable js</noscript><template><p>tpl</p></template>"
+        "<svg><text>svg text</text></svg>also visible</div>"
+        "</body></html>"
+    )
+    assert blocks_of(html) == [("html/body/div", ["visible", "also visible"])]
+
+
+def test_comment_separates_text_nodes() -> None:
+    assert blocks_of("<html><body><div>left<!-- c -->right</div></body></html>") == [
+        ("html/body/div", ["left", "right"])
+    ]
+
+
+def test_whitespace_is_normalised() -> None:
+    html = (
+        "<html><body><div>  many \n\t spaces\r\n here&nbsp;and&nbsp;&nbsp;there  </div><div> \n\t </div></body></html>"
+    )
+    _, blocks = segment_html(html, CUT)
+    (block,) = blocks
+    (seg,) = block.segments
+    assert seg.text == "many spaces here and there"
+    assert seg.length == len(seg.text)
+    # The same text with other whitespace is the same segment.
+    _, again = segment_html("<html><body><div>many spaces here and there</div></body></html>", CUT)
+    assert again[0].segments[0].key == seg.key
+
+
+@pytest.mark.parametrize(
+    ("mode", "path"),
+    [
+        ("tag", "html/body/div/p"),
+        ("tag_class", "html/body/div.a.b/p.x"),
+        ("tag_id_class", "html/body/div#main.a.b/p.x"),
+    ],
+)
+def test_path_forms_per_mode(mode: str, path: str) -> None:
+    params = dataclasses.replace(CUT, path_mode=mode)
+    _, blocks = segment_html(
+        '<html><body><div id="main" class="b  a"><p class="x">text</p></div></body></html>', params
+    )
+    (block,) = blocks
+    assert block.path == path
+    assert block.segments[0].key == segment_key(path, "text")
+
+
+def test_class_order_does_not_change_the_key() -> None:
+    params = dataclasses.replace(CUT, path_mode="tag_class")
+    _, one = segment_html('<html><body><div class="a b">t</div></body></html>', params)
+    _, two = segment_html('<html><body><div class="b a">t</div></body></html>', params)
+    assert one[0].segments[0].key == two[0].segments[0].key
+
+
+def test_same_text_on_another_path_is_another_segment() -> None:
+    _, blocks = segment_html("<html><body><div>same</div><ul><li>same</li></ul></body></html>", CUT)
+    keys = [b.segments[0].key for b in blocks]
+    assert len(set(keys)) == 2
+
+
+# The key formula is part of the state format: keys on disk from one version must match
+# keys of the next. These values are XXH3-64 of UTF-8 "path NUL text" (segment_key's
+# docstring); if the formula changes, the state format version must change too.
+FIXED_KEYS = [
+    ("html/body/div/p", "Hello, world", 17285699953599123944),
+    ("html/body/div/ul/li", "Über – Straße", 1234364309341873591),  # noqa: RUF001 (non-ASCII on purpose)
+]
+
+
+@pytest.mark.parametrize(("path", "text", "expected"), FIXED_KEYS)
+def test_segment_key_fixed_values(path: str, text: str, expected: int) -> None:
+    assert segment_key(path, text) == expected
+    assert 0 <= expected < 2**64
+
+
+def test_segment_key_is_stable_across_processes() -> None:
+    code = "from worker.segment import segment_key; print(segment_key('html/body/div/p', 'Hello, world'))"
+    root = Path(__file__).resolve().parents[1]
+    for seed in ("0", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=True
+        )
+        assert int(out.stdout) == FIXED_KEYS[0][2]
+
+
+def test_segments_in_the_tree_use_segment_key() -> None:
+    _, blocks = segment_html("<html><body><div><p>Hello, world</p></div></body></html>", CUT)
+    assert blocks[0].path == "html/body/div/p"
+    assert blocks[0].segments[0].key == FIXED_KEYS[0][2]
+
+
+# -- limits -------------------------------------------------------------------------------
+
+
+def reason(html: str, params: SegmentParams) -> str:
+    with pytest.raises(BadInputError) as err:
+        segment_html(html, params)
+    assert err.value.detail  # a human sentence comes with every reason
+    return err.value.reason
+
+
+def test_too_deep() -> None:
+    params = dataclasses.replace(CUT, max_depth=50)
+    assert reason("<html><body>" + "<div>" * 60 + "x" + "</div>" * 60 + "</body></html>", params) == "too_deep"
+    assert blocks_of("<html><body>" + "<div>" * 40 + "x" + "</div>" * 40 + "</body></html>", params)
+
+
+def test_too_many_nodes() -> None:
+    params = dataclasses.replace(CUT, max_nodes=100)
+    assert reason("<html><body>" + "<p>x</p>" * 200 + "</body></html>", params) == "too_many_nodes"
+    assert len(blocks_of("<html><body>" + "<p>x</p>" * 20 + "</body></html>", params)) == 20
+
+
+def test_too_large() -> None:
+    params = dataclasses.replace(CUT, max_page_bytes=1000)
+    assert reason("<html><body>" + "<p>x</p>" * 200 + "</body></html>", params) == "too_large"
+
+
+@pytest.mark.parametrize("html", ["", "   \n\t "])
+def test_empty(html: str) -> None:
+    assert reason(html, CUT) == "empty"
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "just some plain text without any markup at all",
+        '{"json": "document", "not": "html"}',
+        "<" + "\x00" * 100 + "binary",
+    ],
+)
+def test_not_html(html: str) -> None:
+    assert reason(html, CUT) == "not_html"
+
+
+def test_limits_are_validated() -> None:
+    from worker.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        SegmentParams(path_mode="xpath")
+    with pytest.raises(ConfigError):
+        SegmentParams(max_depth=0)
