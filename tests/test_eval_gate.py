@@ -1,0 +1,58 @@
+"""Quality gate: eval on the development corpora must not fall below pinned F1 floors.
+
+Floors live in tests/eval_floors.json, one per corpus, each the F1 measured by
+`detemplate eval` when it was set, rounded down to 0.01. They only ever move up: when a
+change raises a corpus's F1 by a clear step, raise its floor in the same commit. A run
+passes when F1 >= floor - tolerance (0.005), which absorbs the rounding of floating-point
+sums, not real regressions. The detector is deterministic, so there is no sampling noise.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from worker.evaluate import evaluate_corpus, load_corpus
+from worker.params import EngineParams
+
+CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+FLOORS_FILE = Path(__file__).with_name("eval_floors.json")
+
+
+def _floors() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(FLOORS_FILE.read_text(encoding="utf-8"))
+    return doc
+
+
+FLOORS = _floors()
+
+
+def test_floors_file_is_well_formed() -> None:
+    floors = FLOORS["floors"]
+    assert FLOORS["tolerance"] == 0.005
+    # the development corpora the gate must always cover
+    assert {"site-lenskit-docs", "site-antsr-pkgdown", "site-rust-cookbook-mdbook", "news-big5-09"} <= floors.keys()
+    for name, floor in floors.items():
+        assert 0.0 < floor <= 1.0, name
+        assert round(floor, 2) == floor, f"{name}: floors are set rounded down to 0.01"
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("corpus", sorted(FLOORS["floors"]))
+def test_f1_stays_above_floor(corpus: str) -> None:
+    if not CORPORA.is_dir():
+        pytest.skip(f"development corpora not found at {CORPORA}")
+    folder = CORPORA / corpus
+    if not (folder / "pages.jsonl.gz").is_file():
+        pytest.skip(f"corpus {corpus} not found in {CORPORA}")
+    result = evaluate_corpus(load_corpus(folder), EngineParams())
+    floor = FLOORS["floors"][corpus]
+    f1 = result.scores.f1
+    assert f1 is not None
+    assert f1 >= floor - FLOORS["tolerance"], (
+        f"{corpus}: F1 {f1:.4f} fell below its floor {floor:.2f} "
+        f"(P {result.scores.precision:.4f}, R {result.scores.recall:.4f})"
+    )
