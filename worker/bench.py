@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -413,9 +414,17 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"detemplate bench: {exc}", file=sys.stderr)
         return 2
 
+    pinned = ""
+    if args.cpu is not None:
+        try:
+            os.sched_setaffinity(0, {args.cpu})
+        except (AttributeError, OSError) as exc:
+            print(f"detemplate bench: cannot pin to CPU {args.cpu}: {exc}", file=sys.stderr)
+            return 2
+        pinned = f", pinned to CPU {args.cpu}"
     pages = sum(len(c.pages) for c in corpora)
     print(
-        f"bench: {len(corpora)} corpora, {pages} pages preloaded, {args.repeat} rounds (ABBA), one thread",
+        f"bench: {len(corpora)} corpora, {pages} pages preloaded, {args.repeat} rounds (ABBA), one thread{pinned}",
         file=sys.stderr,
     )
     rows, stores = measure_speed(corpora, params, args.repeat)
@@ -521,6 +530,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--long-host", type=int, metavar="N", help="feed N pages of one host; print its table size")
     parser.add_argument("--host", help="the host for --long-host (default: the corpora's largest)")
     parser.add_argument("--synthetic", action="store_true", help="--long-host on a generated site (tests.factories)")
+    parser.add_argument("--cpu", type=int, metavar="N", help="pin the process to CPU N (Linux) before timing")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
         "--param",
