@@ -1,0 +1,216 @@
+"""worker.pipeline: decide() and process_page() on generated sites."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+
+from tests.factories import interleave, make_page, make_site, norm
+from worker.codec import encode_clean, encode_dead, encode_event
+from worker.model import CONTENT, METHOD_COLD, METHOD_TABLE, TEMPLATE, Outcome
+from worker.params import EngineParams
+from worker.pipeline import decide, process_page
+from worker.state import MemoryStore
+from worker.state.rocks import RocksStore
+from worker.table import HostTable
+
+PARAMS = EngineParams()
+
+
+def leaked(template_texts: tuple[str, ...], kept_blocks: list[str]) -> list[str]:
+    """Template texts found in kept blocks: short labels ("Home") must be a whole block,
+    since the random article text may hold the same word."""
+    return [t for t in template_texts if any(t == b or (len(t) > 15 and t in b) for b in kept_blocks)]
+
+
+def run(pages: list, params: EngineParams = PARAMS) -> tuple[HostTable, list[Outcome]]:
+    table = HostTable(params.table)
+    return table, [decide(sp.page, table, params) for sp in pages]
+
+
+@pytest.mark.parametrize("layout", ["blog", "docs", "news"])
+def test_template_removed_and_content_kept_after_five_pages(layout: str) -> None:
+    site = make_site(f"{layout}.example", 30, seed=2, layout=layout)
+    _, outcomes = run(site)
+    for i, (sp, out) in enumerate(zip(site, outcomes, strict=True)):
+        assert out.clean is not None and out.dead is None
+        kept = norm(out.clean.text)
+        missing = [g for g in sp.gold_blocks if g not in kept]
+        assert not missing, f"page {i}: content dropped: {missing}"
+        if i >= 5:
+            found = leaked(sp.template_texts, [b.text for b in out.clean.blocks if b.verdict == CONTENT])
+            assert not found, f"page {i}: template kept: {found}"
+            for block in out.clean.blocks:
+                if any(t in block.text for t in (sp.template_texts[0], sp.template_texts[-1])):
+                    assert block.verdict == TEMPLATE
+
+
+def test_footer_and_nav_blocks_are_marked_template_with_their_ratio() -> None:
+    site = make_site("blog.example", 8, seed=4)
+    _, outcomes = run(site)
+    last = outcomes[-1].clean
+    assert last is not None
+    legal = max(site[-1].template_texts, key=len)  # the footer's legal sentence
+    footer = [b for b in last.blocks if legal in b.text]
+    nav = [b for b in last.blocks if b.text == "About"]
+    assert footer and nav
+    for block in footer + nav:
+        assert block.verdict == TEMPLATE
+        assert block.ratio > PARAMS.table.template_ratio
+        assert block.template_chars <= block.chars
+    assert last.template_chars > 0 and last.chars > last.template_chars
+    assert any(b.verdict == CONTENT for b in last.blocks)
+
+
+def test_first_page_of_a_host_is_cold_and_keeps_everything() -> None:
+    site = make_site("cold.example", 3)
+    _, outcomes = run(site)
+    first = outcomes[0].clean
+    assert first is not None and first.page_no == 1
+    assert {b.method for b in first.blocks} == {METHOD_COLD}
+    assert {b.verdict for b in first.blocks} == {CONTENT}
+    assert site[0].template_texts[0] in first.text
+    assert {b.method for b in outcomes[2].clean.blocks} == {METHOD_TABLE}  # type: ignore[union-attr]
+
+
+def test_without_early_threshold_the_first_pages_stay_cold() -> None:
+    params = dataclasses.replace(PARAMS, table=dataclasses.replace(PARAMS.table, early_df=0))
+    site = make_site("paper.example", 7)
+    _, outcomes = run(site, params)
+    methods = [{b.method for b in o.clean.blocks} for o in outcomes]  # type: ignore[union-attr]
+    threshold = params.table.template_df
+    assert methods[: threshold - 1] == [{METHOD_COLD}] * (threshold - 1)
+    assert methods[threshold - 1 :] == [{METHOD_TABLE}] * (len(site) - threshold + 1)
+    assert all(b.verdict == CONTENT for o in outcomes[: threshold - 1] for b in o.clean.blocks)  # type: ignore[union-attr]
+
+
+def test_page_numbers_count_the_hosts_own_pages() -> None:
+    store = MemoryStore()
+    pages = interleave(make_site("a.example", 4), make_site("b.example", 2), make_site("c.example", 3))
+    numbers = [(sp.page.host, process_page(sp.page, store, PARAMS).clean.page_no) for sp in pages]  # type: ignore[union-attr]
+    assert [n for h, n in numbers if h == "a.example"] == [1, 2, 3, 4]
+    assert [n for h, n in numbers if h == "b.example"] == [1, 2]
+    assert sorted(store.hosts()) == ["a.example", "b.example", "c.example"]
+
+
+@pytest.mark.parametrize(
+    ("html", "reason"),
+    [
+        ("", "empty"),
+        ("plain text, no markup", "not_html"),
+        ("<html><body>" + "<div>" * 300 + "deep" + "</div>" * 300 + "</body></html>", "too_deep"),
+        ("<html><body>" + "<p>x</p>" * 1_000 + "</body></html>", "too_large"),
+    ],
+)
+def test_dead_pages_leave_the_table_unchanged(html: str, reason: str) -> None:
+    params = dataclasses.replace(
+        PARAMS, segment=dataclasses.replace(PARAMS.segment, max_page_bytes=5_000, max_depth=200)
+    )
+    site = make_site("dead.example", 6, paragraphs=1)
+    table, _ = run(site, params)
+    before = table.to_bytes()
+    bad = make_page(url="https://dead.example/bad", host="dead.example", html=html, source="in.jsonl:7")
+    out = decide(bad, table, params)
+    assert out.clean is None and out.events == () and out.applied == ()
+    assert out.dead is not None
+    assert (out.dead.reason, out.dead.url, out.dead.host, out.dead.source) == (
+        reason,
+        "https://dead.example/bad",
+        "dead.example",
+        "in.jsonl:7",
+    )
+    assert out.dead.detail
+    assert table.to_bytes() == before
+    # The next good page gets the next page number, as if the dead one had not come.
+    nxt = decide(make_site("dead.example", 7, paragraphs=1)[6].page, table, params)
+    assert nxt.clean is not None and nxt.clean.page_no == 7
+
+
+def test_a_dead_first_page_creates_no_table() -> None:
+    store = MemoryStore()
+    out = process_page(make_page(host="new.example", html=""), store, PARAMS)
+    assert out.dead is not None
+    assert store.get("new.example") is None and list(store.hosts()) == []
+
+
+def test_duplicate_segments_are_applied_once() -> None:
+    html = "<html><body><ul>" + "<li>Again</li>" * 5 + "</ul><div>x</div></body></html>"
+    table = HostTable(PARAMS.table)
+    out = decide(make_page(html=html), table, PARAMS)
+    assert len(out.applied) == 2 and list(out.applied) == sorted(set(out.applied))
+    assert all(df == 1 for df, _ in table.state().values())
+
+
+def test_replaying_applied_keys_rebuilds_the_table() -> None:
+    pages = make_site("replay.example", 40, seed=9, redesign=25)
+    table, outcomes = run(pages)
+    rebuilt = HostTable(PARAMS.table)
+    for out in outcomes:
+        rebuilt.observe(list(out.applied))
+        rebuilt.take_event(PARAMS.events)
+    assert rebuilt.to_bytes() == table.to_bytes()
+
+
+def _body_text(html: str) -> str:
+    body = LexborHTMLParser(html).body
+    assert body is not None
+    for node in body.css("script, style"):
+        node.decompose()
+    return norm(body.text(separator=" "))
+
+
+def test_with_html_removes_template_text_and_keeps_content() -> None:
+    site = make_site("html.example", 12, seed=7, layout="news")
+    table = HostTable(PARAMS.table)
+    for sp in site[:-1]:
+        decide(sp.page, table, PARAMS)
+    twin = HostTable.from_bytes(table.to_bytes(), PARAMS.table)
+    last = site[-1]
+    with_html = decide(last.page, table, PARAMS, with_html=True)
+    without = decide(last.page, twin, PARAMS)
+    assert with_html.clean is not None and without.clean is not None
+    assert without.clean.html is None
+    # The verdicts do not depend on whether HTML was asked for.
+    assert dataclasses.replace(with_html.clean, html=None) == without.clean
+    html = with_html.clean.html
+    assert html is not None and html.lstrip().lower().startswith(("<!doctype", "<html"))
+    text = _body_text(html)
+    for gold in last.gold_blocks:
+        assert gold in text
+    assert not leaked(last.template_texts, [text])
+    assert "<footer" in html  # elements stay; only template text goes
+    assert _body_text(last.page.html) != text
+
+
+def _outcome_bytes(out: Outcome) -> tuple[bytes, ...]:
+    parts = [encode_clean(out.clean)] if out.clean is not None else [encode_dead(out.dead)]  # type: ignore[arg-type]
+    parts.extend(encode_event(e) for e in out.events)
+    parts.append(repr(out.applied).encode())
+    return tuple(parts)
+
+
+def test_memory_and_rocks_stores_give_identical_outcomes(tmp_path: Path) -> None:
+    pages = [
+        sp.page
+        for sp in interleave(
+            make_site("a.example", 30, seed=1, layout="blog", redesign=18),
+            make_site("b.example", 25, seed=2, layout="docs"),
+            make_site("c.example", 20, seed=3, layout="news"),
+        )
+    ]
+    pages.insert(10, make_page(url="https://a.example/bad", host="a.example", html="not html"))
+    memory = MemoryStore()
+    # cache_hosts=1: every host switch writes a table back and reads one in.
+    rocks = RocksStore(tmp_path / "state", PARAMS.table, cache_hosts=1)
+    try:
+        for page in pages:
+            mine = process_page(page, memory, PARAMS, with_html=True)
+            theirs = process_page(page, rocks, PARAMS, with_html=True)
+            assert _outcome_bytes(mine) == _outcome_bytes(theirs)
+        for host in ("a.example", "b.example", "c.example"):
+            assert rocks.get(host).to_bytes() == memory.get(host).to_bytes()  # type: ignore[union-attr]
+    finally:
+        rocks.close()
