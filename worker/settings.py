@@ -1,0 +1,140 @@
+"""Runtime settings of the stream shell; the only module that reads the environment.
+
+Every field can come from a ``DETEMPLATE_<FIELD>`` environment variable (upper case),
+and the commands let a flag override it. Algorithm knobs are not here: they are
+`worker.params` (the offline and stream shells must use the same ones).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from worker.errors import ConfigError
+
+ENV_PREFIX = "DETEMPLATE_"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSettings:
+    """How the stream worker talks to Kafka and where it keeps its state.
+
+    broker: bootstrap server(s), ``kafka://host:port`` (comma-separated for several).
+    app_id: the consumer group id, and the prefix of Faust's internal topics.
+    topic_raw / topic_clean / topic_events / topic_dead: the four topics of the design.
+    topic_state: the changelog topic of the per-host state (deltas and snapshots).
+    partitions: partitions of pages.raw; the state changelog has the same count (the
+        state of a host lives in the changelog partition of its input partition).
+    out_partitions: partitions of the three output topics (created by `detemplate broker`).
+    data_dir: local RocksDB directory of this worker (one per worker process).
+    snapshot_every: K, pages of a host between two full snapshots of its table; the
+        changelog keeps 2K page deltas and 2 snapshots per host.
+    with_html: publish each clean page's HTML with template text removed, too.
+    tansu: apply the client-side workaround for the Tansu test broker (worker.stream.tansu);
+        leave off against Apache Kafka.
+    session_timeout_s / heartbeat_s / rebalance_timeout_s: consumer group timing. A join
+        waits about half the session timeout: short values make tests and restarts fast.
+    commit_interval_s: how often consumed offsets are committed.
+    standby_replicas: standby copies of each state partition kept by other workers.
+    linger_ms: producer batching delay.
+    """
+
+    broker: str = "kafka://127.0.0.1:9092"
+    app_id: str = "detemplate"
+    topic_raw: str = "pages.raw"
+    topic_clean: str = "pages.clean"
+    topic_events: str = "templates.events"
+    topic_dead: str = "pages.dead"
+    topic_state: str = "detemplate.state"
+    partitions: int = 8
+    out_partitions: int = 8
+    data_dir: str = "state/stream"
+    snapshot_every: int = 64
+    with_html: bool = False
+    tansu: bool = False
+    session_timeout_s: float = 10.0
+    heartbeat_s: float = 1.0
+    rebalance_timeout_s: float = 10.0
+    commit_interval_s: float = 1.0
+    standby_replicas: int = 0
+    linger_ms: int = 10
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1 or self.out_partitions < 1:
+            raise ConfigError("partitions must be at least 1")
+        if self.snapshot_every < 2:
+            raise ConfigError("snapshot_every must be at least 2")
+        if self.heartbeat_s <= 0 or self.session_timeout_s <= self.heartbeat_s:
+            raise ConfigError("session_timeout_s must exceed heartbeat_s > 0")
+        if self.standby_replicas < 0:
+            raise ConfigError("standby_replicas must not be negative")
+        names = [self.topic_raw, self.topic_clean, self.topic_events, self.topic_dead, self.topic_state]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"topic names must be distinct: {names}")
+
+    @property
+    def bootstrap(self) -> str:
+        """The broker list without the ``kafka://`` scheme, as aiokafka wants it."""
+        return ",".join(s.strip().removeprefix("kafka://") for s in self.broker.split(","))
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    def topic_partitions(self) -> dict[str, int]:
+        """Every topic the worker uses, with its partition count (create them all explicitly)."""
+        return {
+            self.topic_raw: self.partitions,
+            self.topic_state: self.partitions,
+            self.topic_clean: self.out_partitions,
+            self.topic_events: self.out_partitions,
+            self.topic_dead: self.out_partitions,
+            # Faust's own leader-election topic: it would be auto-created otherwise.
+            f"{self.app_id}-__assignor-__leader": 1,
+        }
+
+    def with_overrides(self, **changes: Any) -> StreamSettings:
+        """A copy with the given fields changed; None values are ignored (unset flags)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def _parse(kind: Any, name: str, text: str) -> Any:
+    if kind in (bool, "bool"):
+        low = text.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be a boolean, not {text!r}")
+    try:
+        if kind in (int, "int"):
+            return int(text)
+        if kind in (float, "float"):
+            return float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{ENV_PREFIX}{name.upper()} must be a number, not {text!r}") from exc
+    return text
+
+
+def load(environ: Mapping[str, str] | None = None, **overrides: Any) -> StreamSettings:
+    """Settings from defaults, then ``DETEMPLATE_*`` variables, then `overrides` (flags)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in fields(StreamSettings):
+        text = env.get(ENV_PREFIX + f.name.upper())
+        if text is not None:
+            values[f.name] = _parse(f.type, f.name, text)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return StreamSettings(**values)
+
+
+def env_for(settings: StreamSettings) -> dict[str, str]:
+    """The ``DETEMPLATE_*`` variables that reproduce `settings` (for child processes)."""
+    out = {}
+    for f in fields(StreamSettings):
+        value = getattr(settings, f.name)
+        out[ENV_PREFIX + f.name.upper()] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+    return out

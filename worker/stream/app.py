@@ -1,0 +1,279 @@
+"""The Faust app: pages.raw -> decide -> pages.clean, templates.events, pages.dead.
+
+One agent (concurrency 1: a host's pages must be decided in input order) reads pages.raw,
+keyed by host. For each message it decodes the JSON record exactly as `detemplate run`
+decodes a JSONL line, calls `worker.pipeline.decide` (the offline command's decision),
+and sends the outputs serialised with `worker.codec`, keyed by host.
+
+State (see worker.stream.state): live `HostTable` objects in memory, backed by a Faust
+table in RocksDB whose changelog gets one delta record per page plus one snapshot per
+host every K pages. The in-memory tables are dropped at every rebalance and rebuilt
+from the Faust table (which Faust recovers from the changelog) on the host's next page.
+
+Delivery is at-least-once with idempotent state. Faust flushes the producer (outputs
+and changelog) before it commits input offsets, so after a crash the state may be ahead
+of the committed offsets, never behind. A replayed page (input offset <= the table's
+`source_offset`) is not applied again; the worker rebuilds the table as of just before
+it and decides it again, so its clean page and events are sent again identical to the
+first time. The rebuild needs the page among the host's last K pages: before a snapshot
+drops the older one, the worker makes sure the pages it covered are committed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import faust
+from faust.types import TP
+
+from worker import codec
+from worker.model import DeadPage, Outcome, RawPage
+from worker.params import EngineParams
+from worker.pipeline import decide
+from worker.settings import StreamSettings
+from worker.sources import _jsonl_record as decode_record
+from worker.stream.state import StateLayout
+from worker.table import HostTable
+
+logger = logging.getLogger(__name__)
+
+TABLE_NAME = "hosts"
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """What the worker did, for logs and the benchmark."""
+
+    pages: int = 0
+    dead: int = 0
+    replayed: int = 0
+    unrecoverable: int = 0
+    forced_commits: int = 0
+    rebuilt_hosts: int = 0
+    state_records: int = 0
+    state_bytes: int = 0
+
+
+class DetemplateApp(faust.App):
+    """faust.App that uses the Tansu workaround transport when the settings ask for it."""
+
+    def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
+        self.tansu = tansu  # read when Faust first builds its transport, after __init__
+        super().__init__(*args, **kwargs)
+
+    def _new_transport(self) -> Any:
+        if self.tansu:
+            from worker.stream.tansu import TansuTransport
+
+            return TansuTransport(self.conf.broker_consumer, self)
+        return super()._new_transport()
+
+
+def decode_message(key: bytes | None, value: bytes | None, source: str) -> RawPage | DeadPage:
+    """A pages.raw message -> RawPage, or DeadPage with the reason (never raises for bad input)."""
+    if not value:
+        return DeadPage("", _text(key), "empty_message", "the message has no value (a tombstone or empty)", source)
+    page = decode_record(value, source)
+    if isinstance(page, DeadPage):
+        if not page.host:
+            page = DeadPage(page.url, _text(key), page.reason, page.detail, page.source)
+        return page
+    if key is None or _text(key) != page.host:
+        # Partitioning by host is what keeps a host's pages in order on one worker;
+        # a page under another key could be decided out of order against the wrong state.
+        return DeadPage(
+            page.url,
+            page.host,
+            "bad_key",
+            f"the message key {_text(key)!r} is not the page's host {page.host!r}",
+            source,
+        )
+    return page
+
+
+def _text(key: bytes | None) -> str:
+    if key is None:
+        return ""
+    return key.decode("utf-8", errors="replace")
+
+
+class StreamWorker:
+    """The agent's logic and the per-host tables of the partitions this worker holds."""
+
+    def __init__(self, app: DetemplateApp, settings: StreamSettings, params: EngineParams) -> None:
+        self.app = app
+        self.settings = settings
+        self.params = params
+        self.layout = StateLayout(params, settings.snapshot_every)
+        self.stats = WorkerStats()
+        self.tables: dict[str, HostTable] = {}
+        self.first_offset: dict[TP, int] = {}
+
+        def topic(name: str, partitions: int) -> Any:
+            return app.topic(
+                name,
+                partitions=partitions,
+                key_type=bytes,
+                value_type=bytes,
+                key_serializer="raw",
+                value_serializer="raw",
+            )
+
+        self.raw_topic = topic(settings.topic_raw, settings.partitions)
+        self.clean_topic = topic(settings.topic_clean, settings.out_partitions)
+        self.events_topic = topic(settings.topic_events, settings.out_partitions)
+        self.dead_topic = topic(settings.topic_dead, settings.out_partitions)
+        changelog = app.topic(
+            settings.topic_state,
+            partitions=settings.partitions,
+            key_type=bytes,
+            value_type=bytes,
+            key_serializer="raw",
+            value_serializer="raw",
+            compacting=True,
+            deleting=False,
+        )
+        self.state = app.Table(
+            TABLE_NAME,
+            default=None,
+            partitions=settings.partitions,
+            key_type=bytes,  # bytes -> the "raw" serializer: records are our own byte layouts
+            value_type=bytes,
+            changelog_topic=changelog,
+        )
+        app.on_partitions_revoked.connect(self._on_rebalance)
+        app.on_partitions_assigned.connect(self._on_rebalance)
+        app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
+        app.timer(30.0)(self._log_stats)
+
+    async def _on_rebalance(self, sender: Any, *args: Any, **kwargs: Any) -> None:
+        # Partitions may have moved and Faust recovers the table's store from the
+        # changelog: live tables are rebuilt from the store on each host's next page.
+        self.tables.clear()
+        self.first_offset.clear()
+
+    async def _log_stats(self) -> None:
+        logger.info("stats %s hosts_live=%d", self.stats, len(self.tables))
+
+    async def agent(self, stream: Any) -> None:
+        async for event in stream.events():
+            msg = event.message
+            await self.handle(msg.key, msg.value, msg.tp, msg.offset)
+
+    def _get(self, key: bytes) -> bytes | None:
+        value = self.state.get(key)
+        return value if value is None else bytes(value)
+
+    async def handle(self, key: bytes | None, value: bytes | None, tp: TP, offset: int) -> None:
+        self.first_offset.setdefault(tp, offset)
+        source = f"{tp.topic}/{tp.partition}/{offset}"
+        page = decode_message(key, value, source)
+        if isinstance(page, DeadPage):
+            await self._send_dead(page, value)
+            return
+        host = page.host
+        table = self.tables.get(host)
+        if table is None:
+            table = self.layout.load(self._get, host) or HostTable(self.params.table)
+            self.tables[host] = table
+            self.stats.rebuilt_hosts += 1
+        if offset <= table.source_offset:
+            await self._replay(page, value, tp, offset)
+            return
+        outcome = decide(page, table, self.params, self.settings.with_html)
+        if outcome.dead is not None:
+            await self._send_dead(outcome.dead, value)
+            return
+        table.source_offset = offset
+        if self.layout.is_snapshot_page(table.pages):
+            await self._before_snapshot(host, table.pages, tp)
+        for rkey, rvalue in self.layout.records(host, table, outcome.applied):
+            self.state[rkey] = rvalue
+            self.stats.state_records += 1
+            self.stats.state_bytes += len(rkey) + len(rvalue)
+        self.stats.pages += 1
+        await self._send_outcome(host, outcome)
+
+    async def _before_snapshot(self, host: str, page_no: int, tp: TP) -> None:
+        """Make sure the pages the older snapshot covers are committed before it is dropped."""
+        old = page_no - self.layout.k
+        if old <= 0:
+            return
+        old_offset = self.layout.offset_of_page(self._get, host, old)
+        if old_offset is None or self._committed(tp, old_offset):
+            return
+        self.stats.forced_commits += 1
+        await self.app.consumer.commit()
+        if not self._committed(tp, old_offset):
+            logger.warning(
+                "host=%s partition=%d offset=%d: page %d not committed before its snapshot was replaced",
+                host, tp.partition, old_offset, old,
+            )
+
+    def _committed(self, tp: TP, offset: int) -> bool:
+        """Whether `offset` of `tp` is committed (will not be read again after a restart)."""
+        committed = self.app.monitor.tp_committed_offsets.get(tp, -1)
+        # Offsets below the first one this worker read since it got the partition were
+        # committed before (a consumer starts at the committed offset).
+        return offset < max(committed, self.first_offset.get(tp, 0))
+
+    async def _replay(self, page: RawPage, raw: bytes | None, tp: TP, offset: int) -> None:
+        """A page the state already holds: send its outputs again, identical, without applying it."""
+        self.stats.replayed += 1
+        loaded = self.layout.load_before(self._get, page.host, offset)
+        if loaded is None:
+            outcome = decide(page, HostTable(self.params.table), self.params, self.settings.with_html)
+            if outcome.dead is not None:  # it was dead the first time, too
+                await self._send_dead(outcome.dead, raw)
+                return
+            self.stats.unrecoverable += 1
+            logger.error(
+                "host=%s partition=%d offset=%d: replayed page older than the retained deltas; not sent again",
+                page.host, tp.partition, offset,
+            )
+            return
+        table, delta = loaded
+        outcome = decide(page, table, self.params, self.settings.with_html)
+        if outcome.applied != delta.keys:
+            logger.error(
+                "host=%s partition=%d offset=%d: replayed page decided differently than the first time",
+                page.host, tp.partition, offset,
+            )
+        await self._send_outcome(page.host, outcome)
+
+    async def _send_outcome(self, host: str, outcome: Outcome) -> None:
+        hkey = host.encode()
+        assert outcome.clean is not None
+        await self.clean_topic.send(key=hkey, value=codec.encode_clean(outcome.clean))
+        for ev in outcome.events:
+            await self.events_topic.send(key=hkey, value=codec.encode_event(ev))
+
+    async def _send_dead(self, dead: DeadPage, raw: bytes | None) -> None:
+        self.stats.dead += 1
+        logger.debug("dead letter %s: %s (%s)", dead.reason, dead.detail, dead.source)
+        await self.dead_topic.send(key=dead.host.encode(), value=codec.encode_dead(dead, raw or b""))
+
+
+def build_app(settings: StreamSettings, params: EngineParams | None = None) -> tuple[DetemplateApp, StreamWorker]:
+    """The Faust app and its worker logic, configured from `settings`."""
+    app = DetemplateApp(
+        settings.app_id,
+        tansu=settings.tansu,
+        broker=settings.broker,
+        store="rocksdb://",
+        datadir=settings.data_dir,
+        topic_partitions=settings.partitions,
+        topic_replication_factor=1,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=settings.heartbeat_s,
+        broker_rebalance_timeout=settings.rebalance_timeout_s,
+        broker_commit_interval=settings.commit_interval_s,
+        producer_linger=settings.linger_ms / 1000.0,
+        table_standby_replicas=settings.standby_replicas,
+        consumer_auto_offset_reset="earliest",
+        web_enabled=False,
+    )
+    worker = StreamWorker(app, settings, params or EngineParams())
+    return app, worker

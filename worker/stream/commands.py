@@ -1,0 +1,176 @@
+"""CLI commands of the stream shell: worker, broker, produce, consume, bench-stream."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from worker import settings as settings_mod
+from worker.errors import DetemplateError
+
+logger = logging.getLogger(__name__)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", help="bootstrap server, kafka://HOST:PORT (env DETEMPLATE_BROKER)")
+    p.add_argument(
+        "--tansu",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="work around the bundled Tansu test broker's wrong end offsets (env DETEMPLATE_TANSU)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "worker",
+        help="run a stream worker: pages.raw -> pages.clean, templates.events, pages.dead",
+        description="Run one stream worker of the consumer group. Settings come from DETEMPLATE_* "
+        "environment variables (see docs/stream.md); flags override them.",
+    )
+    _add_common(p)
+    p.add_argument("--data-dir", help="local RocksDB directory of this worker (env DETEMPLATE_DATA_DIR)")
+    p.add_argument("--partitions", type=int, help="partitions of pages.raw (env DETEMPLATE_PARTITIONS)")
+    p.add_argument("--app-id", help="consumer group id (env DETEMPLATE_APP_ID)")
+    p.add_argument("--html", dest="with_html", action="store_true", default=None, help="publish cleaned HTML too")
+    p.set_defaults(func=_worker)
+
+    p = subparsers.add_parser(
+        "broker",
+        help="start the bundled local test broker (Tansu) and create the topics; for trying it out",
+        description="Start the bundled Tansu broker (in memory) on 127.0.0.1, create every topic with its "
+        "partition count, print how to use it, and run until Ctrl-C. Not for production.",
+    )
+    p.add_argument("--port", type=int, default=9092, help="listen port (default 9092; 0 = any free port)")
+    p.add_argument("--partitions", type=int, help="partitions of pages.raw and the state changelog")
+    p.set_defaults(func=_broker)
+
+    p = subparsers.add_parser(
+        "produce",
+        help="send raw pages to pages.raw, keyed by host, from the inputs `run` reads",
+        description="Read WARC, JSONL or folders of HTML (as `detemplate run` does) and send each page to "
+        "pages.raw as {\"url\", \"host\", \"html\"} keyed by host. Bad input records go to pages.dead.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT")
+    _add_common(p)
+    p.add_argument("--topic", help="target topic (default: pages.raw of the settings)")
+    p.set_defaults(func=_produce)
+
+    p = subparsers.add_parser(
+        "consume",
+        help="print the messages of a topic as JSON lines",
+        description="Read a topic from the beginning and write each message value as one line.",
+    )
+    p.add_argument("--topic", required=True)
+    _add_common(p)
+    p.add_argument("--count", type=int, help="stop after N messages (waits for them); default: read to the end")
+    p.add_argument("--output", "-o", help="write to FILE instead of stdout")
+    p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
+    p.set_defaults(func=_consume)
+
+    from worker.stream import bench
+
+    bench.register(subparsers)
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> settings_mod.StreamSettings:
+    return settings_mod.load(
+        broker=getattr(args, "broker", None), tansu=getattr(args, "tansu", None), **extra
+    )
+
+
+def _worker(args: argparse.Namespace) -> int:
+    try:
+        settings = _settings(
+            args,
+            data_dir=args.data_dir,
+            partitions=args.partitions,
+            app_id=args.app_id,
+            with_html=args.with_html,
+        )
+    except DetemplateError as exc:
+        print(f"detemplate worker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    import faust
+
+    from worker.stream.app import build_app
+
+    app, _ = build_app(settings)
+    logger.info("worker: broker=%s group=%s data_dir=%s tansu=%s", settings.broker, settings.app_id,
+                settings.data_dir, settings.tansu)
+    worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
+    worker.execute_from_commandline()  # returns only via sys.exit
+    return 0
+
+
+def _broker(args: argparse.Namespace) -> int:
+    from worker.broker import LocalBroker, free_port
+
+    settings = settings_mod.load(partitions=args.partitions, out_partitions=args.partitions)
+    port = args.port or free_port()
+    with LocalBroker(port) as broker:
+        broker.create_topics(settings.topic_partitions())
+        print(
+            f"Tansu test broker on {broker.url} (in memory: everything is lost when it stops).\n"
+            f"Topics: {', '.join(f'{t} ({n})' for t, n in settings.topic_partitions().items())}\n"
+            "Try the round trip in other shells:\n"
+            f"  export DETEMPLATE_BROKER={broker.url} DETEMPLATE_TANSU=1\n"
+            "  detemplate worker --data-dir /tmp/detemplate-worker\n"
+            "  detemplate produce pages.jsonl\n"
+            "  detemplate consume --topic pages.clean\n"
+            "Ctrl-C stops the broker.",
+            flush=True,
+        )
+        try:
+            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from worker.sources import iter_inputs
+    from worker.stream.kafka_io import produce_pages
+
+    settings = _settings(args)
+    try:
+        items = iter_inputs(args.inputs)
+        sent, dead = asyncio.run(
+            produce_pages(settings.bootstrap, items, args.topic or settings.topic_raw, settings.topic_dead)
+        )
+    except DetemplateError as exc:
+        print(f"detemplate produce: {exc}", file=sys.stderr)
+        return 2
+    print(f"sent {sent} pages to {args.topic or settings.topic_raw}, {dead} bad records to {settings.topic_dead}",
+          file=sys.stderr)
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from worker.stream.kafka_io import consume
+
+    settings = _settings(args)
+    records = asyncio.run(consume(settings.bootstrap, args.topic, args.count, args.timeout, settings.tansu))
+    out = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 (closed below)
+    try:
+        for r in records:
+            out.write((r.value or b"") + b"\n")
+    finally:
+        if args.output:
+            out.close()
+        else:
+            out.flush()
+    if args.count is not None and len(records) < args.count:
+        print(f"only {len(records)} of {args.count} messages within {args.timeout} s", file=sys.stderr)
+        return 1
+    return 0
