@@ -37,14 +37,21 @@ class RocksStore:
         self.path = Path(path)
         self.params = params
         self.cache_hosts = cache_hosts
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"cannot create the state folder {self.path}: {exc}") from exc
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         try:
             self._db = Rdict(str(self.path), options)
         except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
             raise StateError(f"cannot open RocksDB state at {self.path}: {exc}") from exc
-        fmt = self._db.get(_FORMAT_KEY)
+        try:
+            fmt = self._db.get(_FORMAT_KEY)
+        except Exception as exc:  # corruption is often found on the first read, not on open
+            self._db.close()
+            raise StateError(f"cannot read RocksDB state at {self.path}: {exc}") from exc
         if fmt is None:
             self._db[_FORMAT_KEY] = _FORMAT
         elif fmt != _FORMAT:
@@ -57,10 +64,16 @@ class RocksStore:
         if table is not None:
             self._cache.move_to_end(host)
             return table
-        data = self._db.get(_TABLE_PREFIX + host.encode())
+        try:
+            data = self._db.get(_TABLE_PREFIX + host.encode())
+        except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
+            raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
         if data is None:
             return None
-        table = HostTable.from_bytes(data, self.params)
+        try:
+            table = HostTable.from_bytes(data, self.params)
+        except StateError as exc:
+            raise StateError(f"corrupt table of host {host!r} in {self.path}: {exc}") from exc
         self._remember(host, table)
         return table
 
@@ -81,12 +94,15 @@ class RocksStore:
     def hosts(self) -> Iterator[str]:
         seen = set(self._cache)
         yield from seen
-        for key in self._db.keys(from_key=_TABLE_PREFIX):
-            if not key.startswith(_TABLE_PREFIX):
-                break
-            host = key[len(_TABLE_PREFIX) :].decode()
-            if host not in seen:
-                yield host
+        try:
+            for key in self._db.keys(from_key=_TABLE_PREFIX):
+                if not key.startswith(_TABLE_PREFIX):
+                    break
+                host = key[len(_TABLE_PREFIX) :].decode()
+                if host not in seen:
+                    yield host
+        except Exception as exc:  # rocksdict: plain Exception on a corrupt database
+            raise StateError(f"cannot list the hosts in {self.path}: {exc}") from exc
 
     def flush(self) -> None:
         if not self._dirty:
