@@ -31,7 +31,7 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
                 "path": b.path,
                 "chars": b.chars,
                 "template_chars": b.template_chars,
-                "ratio": b.ratio,
+                "ratio": round(b.ratio, 4),
                 "verdict": b.verdict,
                 "method": b.method,
                 "text": b.text[:80],

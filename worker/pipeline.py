@@ -41,8 +41,8 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     except BadInputError as exc:
         return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
 
-    keys = sorted({seg.key for block in blocks for seg in block.segments})
-    df_of = dict(zip(keys, table.observe(keys)))
+    keys = sorted({seg[0] for block in blocks for seg in block[1]})
+    dfs = table.observe(keys)
     tparams = params.table
     pages = table.pages
     threshold = tparams.template_df
@@ -51,25 +51,30 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     max_ratio = tparams.template_ratio
     # Before the host has shown `threshold` pages no segment can be template yet:
     # say so, rather than claim the table found everything to be content.
-    method = METHOD_TABLE if pages >= threshold else METHOD_COLD
+    if pages >= threshold:
+        method = METHOD_TABLE
+        template_keys = {key for key, df in zip(keys, dfs) if df >= threshold}
+    else:
+        method = METHOD_COLD
+        template_keys = set()
 
     verdicts = []
     kept = []
-    for block in blocks:
+    for path, segs, _ in blocks:
         chars = 0
         tchars = 0
-        for seg in block.segments:
-            chars += seg.length
-            if df_of[seg.key] >= threshold:
-                tchars += seg.length
+        for key, _text, length in segs:
+            chars += length
+            if key in template_keys:
+                tchars += length
+        text = " ".join([seg[1] for seg in segs])
         ratio = tchars / chars
-        text = " ".join(seg.text for seg in block.segments)
         if ratio > max_ratio:
             verdict = TEMPLATE
         else:
             verdict = CONTENT
             kept.append(text)
-        verdicts.append(BlockVerdict(block.path, text, chars, tchars, round(ratio, 4), verdict, method))
+        verdicts.append(BlockVerdict(path, text, chars, tchars, ratio, verdict, method))
 
     html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
     clean = CleanPage(page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html)
