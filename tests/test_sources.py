@@ -375,12 +375,22 @@ def test_unreadable_file_raises_config_error(tmp_path: Path) -> None:
         f.chmod(0o600)
 
 
-def test_a_bad_path_fails_before_a_later_path_is_read(tmp_path: Path) -> None:
+def test_a_bad_path_fails_at_the_call_before_any_page_is_read(tmp_path: Path) -> None:
     good = write_jsonl([make_page()], tmp_path / "good.jsonl")
-    it = iter_inputs([good, tmp_path / "missing.warc"])
-    assert isinstance(next(it), RawPage)
-    with pytest.raises(ConfigError):
-        next(it)
+    with pytest.raises(ConfigError, match=r"missing\.warc"):
+        iter_inputs([good, tmp_path / "missing.warc"])  # not even iterated
+
+
+def test_estimate_total_extrapolates_big_plain_jsonl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import worker.sources
+
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b'{"url": "https://a.example/", "html": "<p>x</p>"}\n' * 1000)
+    monkeypatch.setattr(worker.sources, "_COUNT_BYTES", 1 << 20)  # reads whole 1 MB chunks: exact
+    assert estimate_total([path]) == 1000
+    path.write_bytes(path.read_bytes() * 60)  # 60000 lines, about 3 MB
+    estimate = estimate_total([path])
+    assert estimate is not None and abs(estimate - 60_000) <= 600
 
 
 def test_estimate_total(tmp_path: Path) -> None:

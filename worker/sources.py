@@ -57,6 +57,7 @@ _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _WARC_SUFFIXES = (".warc", ".arc")
 _HTML_SUFFIXES = (".html", ".htm")
 _GZIP_MAGIC = b"\x1f\x8b"
+_COUNT_BYTES = 64 << 20  # estimate_total reads at most this much of a plain JSONL file
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 # Labels whose WHATWG meaning differs from Python's codec of the same name: browsers
@@ -154,10 +155,17 @@ def host_of(url: str) -> str:
 
 
 def iter_inputs(paths: Sequence[str | Path]) -> Iterator[RawPage | DeadPage]:
-    """Every page of every input, in input order (see the module docstring)."""
-    for raw in paths:
-        path = Path(raw)
-        kind = input_kind(path)
+    """Every page of every input, in input order (see the module docstring).
+
+    Every path is checked here, before the first page is read: a missing, unreadable or
+    unknown input raises ConfigError at the call, not after a run has written output.
+    """
+    kinds = [(Path(raw), input_kind(Path(raw))) for raw in paths]
+    return _iter_checked(kinds)
+
+
+def _iter_checked(kinds: list[tuple[Path, str]]) -> Iterator[RawPage | DeadPage]:
+    for path, kind in kinds:
         if kind == "dir":
             yield from _iter_dir(path)
         elif kind == "html":
@@ -233,16 +241,26 @@ def estimate_total(paths: Sequence[str | Path]) -> int | None:
         elif kind == "html":
             total += 1
         elif kind == "jsonl" and not _is_gzip(path):
-            with open(path, "rb") as fh:
-                lines = 0
-                last = b"\n"
-                while chunk := fh.read(1 << 20):
-                    lines += chunk.count(b"\n")
-                    last = chunk[-1:]
-                total += lines + (last != b"\n")
+            total += _count_lines(path)
         else:
             return None
     return total
+
+
+def _count_lines(path: Path) -> int:
+    """Lines of a plain JSONL file: counted up to _COUNT_BYTES, extrapolated beyond."""
+    size = path.stat().st_size
+    lines = 0
+    read = 0
+    last = b"\n"
+    with open(path, "rb") as fh:
+        while read < _COUNT_BYTES and (chunk := fh.read(1 << 20)):
+            lines += chunk.count(b"\n")
+            read += len(chunk)
+            last = chunk[-1:]
+    if read >= size:
+        return lines + (last != b"\n")
+    return round(lines * size / read) if lines else 1
 
 
 def _is_gzip(path: Path) -> bool:
@@ -292,7 +310,7 @@ def _iter_jsonl(path: Path) -> Iterator[RawPage | DeadPage]:
         for line_no, line in enumerate(fh, 1):
             if line.isspace():
                 continue
-            yield _jsonl_record(line, f"{name}:{line_no}")
+            yield decode_record(line, f"{name}:{line_no}")
     except (OSError, EOFError, zlib.error) as exc:
         # A truncated or corrupt file: report where it broke off, then go on with the next input.
         yield DeadPage(
@@ -302,7 +320,8 @@ def _iter_jsonl(path: Path) -> Iterator[RawPage | DeadPage]:
         fh.close()
 
 
-def _jsonl_record(line: bytes, source: str) -> RawPage | DeadPage:
+def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
+    """One raw-page JSON record (a JSONL line or a pages.raw message) -> RawPage or DeadPage."""
     try:
         rec = json.loads(line)
     except (ValueError, RecursionError) as exc:
@@ -342,6 +361,9 @@ def _jsonl_record(line: bytes, source: str) -> RawPage | DeadPage:
     if text is None:
         return DeadPage(url, host, "undecodable", "the bytes decode in no known charset", source)
     return RawPage(url, text, host, source)
+
+
+_jsonl_record = decode_record  # the name worker.stream.app imported first
 
 
 def _media_type(content_type: str) -> str:
