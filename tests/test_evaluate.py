@@ -199,6 +199,10 @@ def test_eval_agrees_with_reference_on_its_own_output(reference: ModuleType, tmp
     assert result.fulltext.f1 is not None and result.scores.f1 is not None
     assert result.scores.f1 > result.fulltext.f1
     assert result.removal is not None and result.removal > 0.5
+    # the split at the hosts' first pages partitions the scored pages
+    assert result.first is not None and result.later is not None
+    assert result.first.pages + result.later.pages == result.scores.pages
+    assert result.first.pages == 2 * result.first_pages - 1  # two hosts, the very first page has no gold
 
 
 @pytest.mark.corpora

@@ -286,6 +286,9 @@ class CorpusResult:
     removal: float | None  # mean share of non-content tokens removed
     removal_pages: int  # pages behind `removal`
     seconds: float  # time spent in process_page only
+    first_pages: int = 0  # a page is one of its host's first pages when page_no <= this
+    first: TextScores | None = None  # scores of the gold pages among their host's first pages
+    later: TextScores | None = None  # scores of the other gold pages
 
     @property
     def pages_per_s(self) -> float:
@@ -308,6 +311,9 @@ class CorpusResult:
             "removal_pages": self.removal_pages,
             "seconds": self.seconds,
             "pages_per_s": self.pages_per_s,
+            "first_pages": self.first_pages,
+            "first": self.first.as_dict() if self.first is not None else None,
+            "later": self.later.as_dict() if self.later is not None else None,
         }
 
 
@@ -326,6 +332,7 @@ def evaluate_corpus(
     store = MemoryStore()
     kept: dict[str, str] = {}
     html_of: dict[str, str] = {}
+    page_no: dict[str, int] = {}
     dead = 0
     seconds = 0.0
     clock = time.perf_counter
@@ -339,6 +346,7 @@ def evaluate_corpus(
         html_of[page.url] = page.html
         if outcome.clean is not None:
             kept[page.url] = outcome.clean.text
+            page_no[page.url] = outcome.clean.page_no
             record = encode_clean(outcome.clean) if output is not None else b""
         else:
             assert outcome.dead is not None
@@ -360,6 +368,9 @@ def evaluate_corpus(
             r = page_removal(tokens(text), tokens(g.content), tokens(kept.get(g.url)))
             if r is not None:
                 removals.append(r)
+    # The host's first pages are the weak spot of a per-host table: split the scores there.
+    first_pages = params.table.template_df
+    is_first = [0 < page_no.get(g.url, 0) <= first_pages for g in corpus.gold]
     return CorpusResult(
         name=corpus.name,
         pages=len(corpus.pages),
@@ -370,6 +381,9 @@ def evaluate_corpus(
         removal=_mean(removals),
         removal_pages=len(removals),
         seconds=seconds,
+        first_pages=first_pages,
+        first=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if f], kept),
+        later=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if not f], kept),
     )
 
 
@@ -386,6 +400,8 @@ class Summary:
     fulltext_f1: float | None
     pages: int
     seconds: float
+    first_f1: float | None = None  # macro F1 over the host's first pages
+    later_f1: float | None = None
 
     @property
     def pages_per_s(self) -> float:
@@ -400,6 +416,8 @@ class Summary:
             "F1": self.f1,
             "removal": self.removal,
             "fulltext_F1": self.fulltext_f1,
+            "first_F1": self.first_f1,
+            "later_F1": self.later_f1,
             "pages": self.pages,
             "pages_per_s": self.pages_per_s,
         }
@@ -419,6 +437,8 @@ def summarise(label: str, results: Sequence[CorpusResult]) -> Summary:
         fulltext_f1=macro(r.fulltext.f1 for r in results),
         pages=sum(r.pages for r in results),
         seconds=sum(r.seconds for r in results),
+        first_f1=macro(r.first.f1 if r.first else None for r in results),
+        later_f1=macro(r.later.f1 if r.later else None for r in results),
     )
 
 
@@ -476,14 +496,15 @@ def _f(value: float | None, digits: int = 3) -> str:
 def format_table(results: Sequence[CorpusResult]) -> str:
     header = (
         f"{'corpus':<28} {'pages':>5} {'gold':>4} {'hosts':>5} {'dead':>4} "
-        f"{'P':>6} {'R':>6} {'F1':>6} {'removed':>7} {'fullF1':>6} {'pages/s':>8}"
+        f"{'P':>6} {'R':>6} {'F1':>6} {'removed':>7} {'fullF1':>6} {'F1first':>7} {'F1later':>7} {'pages/s':>8}"
     )
     lines = [header, "-" * len(header)]
     for r in results:
         lines.append(
             f"{r.name:<28} {r.pages:>5} {r.scores.pages:>4} {r.hosts:>5} {r.dead:>4} "
             f"{_f(r.scores.precision):>6} {_f(r.scores.recall):>6} {_f(r.scores.f1):>6} "
-            f"{_f(r.removal):>7} {_f(r.fulltext.f1):>6} {r.pages_per_s:>8.0f}"
+            f"{_f(r.removal):>7} {_f(r.fulltext.f1):>6} {_f(r.first.f1 if r.first else None):>7} "
+            f"{_f(r.later.f1 if r.later else None):>7} {r.pages_per_s:>8.0f}"
         )
         if r.scores.missing:
             lines.append(f"  ({r.scores.missing} gold pages missing from the stream)")
@@ -494,7 +515,8 @@ def format_table(results: Sequence[CorpusResult]) -> str:
         lines.append(
             f"{s.label:<28} {s.pages:>5} {'':>4} {'':>5} {'':>4} "
             f"{_f(s.precision):>6} {_f(s.recall):>6} {_f(s.f1):>6} "
-            f"{_f(s.removal):>7} {_f(s.fulltext_f1):>6} {s.pages_per_s:>8.0f}"
+            f"{_f(s.removal):>7} {_f(s.fulltext_f1):>6} {_f(s.first_f1):>7} {_f(s.later_f1):>7} "
+            f"{s.pages_per_s:>8.0f}"
         )
     return "\n".join(lines)
 
@@ -513,7 +535,9 @@ def write_report(
         "",
         f"Engine parameters: {params_note}; {len(results)} corpora.",
         "P, R, F1: token-level scores of the kept text against the gold (as ../shared/tools/score.py);",
-        "removed: mean share of non-content tokens removed; fulltext: all body text (computed here).",
+        "removed: mean share of non-content tokens removed; fulltext: all body text (computed here);",
+        f"F1 first pages: pages among their host's first {results[0].first_pages if results else 0} "
+        "(the table is still learning), F1 later: the others.",
         "`README ...` columns: the anchor F1 figures of the corpora README, read at run time.",
         "",
     ]
@@ -527,6 +551,8 @@ def write_report(
         "F1",
         "removed",
         "fulltext F1",
+        "F1 first pages",
+        "F1 later",
         *(f"README {s}" for s in systems),
     ]
     lines.append("| " + " | ".join(head) + " |")
@@ -542,6 +568,8 @@ def write_report(
             f"**{_f(r.scores.f1)}**",
             _f(r.removal),
             _f(r.fulltext.f1),
+            _f(r.first.f1 if r.first else None),
+            _f(r.later.f1 if r.later else None),
         ]
         row += [_f(anchors.get(r.name, {}).get(s, (None, None, None))[2]) for s in systems]
         lines.append("| " + " | ".join(row) + " |")
@@ -562,6 +590,8 @@ def write_report(
             f"**{_f(s.f1)}**",
             _f(s.removal),
             _f(s.fulltext_f1),
+            _f(s.first_f1),
+            _f(s.later_f1),
             *anchor_macro,
         ]
         lines.append("| " + " | ".join(row) + " |")
@@ -665,7 +695,9 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(format_table(results))
+        first = results[0].first_pages if results else 0
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
+        print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
         print(" pages/s: time in process_page only, on a shared machine: noisy)")
     if args.report is not None:
         note = "defaults with " + ", ".join(args.param) if args.param else "defaults"
