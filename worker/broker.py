@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from worker.errors import ConfigError
 
@@ -48,6 +49,7 @@ class LocalBroker:
         self.port = port or free_port()
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
         self._bin = broker_bin()
 
     @property
@@ -71,7 +73,8 @@ class LocalBroker:
             "--storage-engine",
             "memory://tansu/",
         ]
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 (kept for the process)
+        self._log = open(self.log_path, "ab") if self.log_path else None  # noqa: SIM115 (closed in stop)
+        out = self._log if self._log is not None else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -111,6 +114,9 @@ class LocalBroker:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def __enter__(self) -> LocalBroker:
         return self.start() if self.proc is None else self

@@ -22,7 +22,7 @@ drops the older one, the worker makes sure the pages it covered are committed.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import faust
@@ -108,6 +108,7 @@ class StreamWorker:
         self.params = params
         self.layout = StateLayout(params, settings.snapshot_every)
         self.stats = WorkerStats()
+        self._logged = WorkerStats()
         self.tables: dict[str, HostTable] = {}
         self.first_offset: dict[TP, int] = {}
 
@@ -143,18 +144,29 @@ class StreamWorker:
             value_type=bytes,
             changelog_topic=changelog,
         )
-        app.on_partitions_revoked.connect(self._on_rebalance)
-        app.on_partitions_assigned.connect(self._on_rebalance)
+        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_assigned.connect(self._on_assigned)
         app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
-        app.timer(30.0)(self._log_stats)
+        app.timer(2.0)(self._log_stats)
 
-    async def _on_rebalance(self, sender: Any, *args: Any, **kwargs: Any) -> None:
+    async def _on_revoked(self, sender: Any, revoked: Any = (), **kwargs: Any) -> None:
+        self._forget()
+
+    async def _on_assigned(self, sender: Any, assigned: Any = (), **kwargs: Any) -> None:
+        self._forget()
+        mine = sorted(tp.partition for tp in assigned if tp.topic == self.settings.topic_raw)
+        logger.info("assigned partitions=%s of %s", mine, self.settings.topic_raw)
+
+    def _forget(self) -> None:
         # Partitions may have moved and Faust recovers the table's store from the
         # changelog: live tables are rebuilt from the store on each host's next page.
         self.tables.clear()
         self.first_offset.clear()
 
     async def _log_stats(self) -> None:
+        if self.stats == self._logged:
+            return
+        self._logged = replace(self.stats)
         logger.info("stats %s hosts_live=%d", self.stats, len(self.tables))
 
     async def agent(self, stream: Any) -> None:

@@ -1,0 +1,132 @@
+"""The stream shell's pure parts, without a broker: state records, rebuilds, message decoding, settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.factories import make_site
+from worker import codec
+from worker.errors import ConfigError, StateError
+from worker.model import DeadPage, RawPage
+from worker.params import EngineParams
+from worker.pipeline import decide
+from worker.settings import StreamSettings, env_for, load
+from worker.stream.app import decode_message
+from worker.stream.state import StateLayout, decode_delta, encode_delta
+from worker.table import HostTable
+
+K = 8
+
+
+def run_host(pages: list[RawPage], layout: StateLayout) -> tuple[HostTable, dict[bytes, bytes], list[bytes]]:
+    """Decide pages as the worker does, keeping the records a compacted changelog would keep."""
+    params = layout.params
+    table = HostTable(params.table)
+    store: dict[bytes, bytes] = {}
+    outputs = []
+    for offset, page in enumerate(pages):
+        outcome = decide(page, table, params)
+        assert outcome.clean is not None
+        table.source_offset = offset * 3  # offsets of one host need not be contiguous
+        store.update(layout.records(page.host, table, outcome.applied))
+        outputs.append(codec.encode_clean(outcome.clean) + b"".join(codec.encode_event(e) for e in outcome.events))
+    return table, store, outputs
+
+
+def test_delta_round_trip_and_corruption() -> None:
+    data = encode_delta(7, 1234, [1, 5, 2**64 - 1])
+    d = decode_delta(data)
+    assert (d.page_no, d.source_offset, d.keys) == (7, 1234, (1, 5, 2**64 - 1))
+    with pytest.raises(StateError):
+        decode_delta(data[:-1])
+    with pytest.raises(StateError):
+        decode_delta(b"XXXX" + data[4:])
+
+
+@pytest.mark.parametrize("n_pages", [1, K - 1, K, K + 1, 2 * K, 5 * K + 3])
+def test_rebuilt_table_equals_the_live_one(n_pages: int) -> None:
+    layout = StateLayout(EngineParams(), K)
+    pages = [sp.page for sp in make_site("a.example", n_pages, seed=3, redesign=n_pages // 2)]
+    table, store, _ = run_host(pages, layout)
+    rebuilt = layout.load(store.get, "a.example")
+    assert rebuilt is not None
+    assert rebuilt.to_bytes() == table.to_bytes()
+    # The changelog per host stays bounded: 2K deltas and 2 snapshots at most.
+    assert len(store) <= 2 * K + 2
+    assert layout.load(store.get, "other.example") is None
+
+
+def test_rebuild_without_the_newest_snapshot() -> None:
+    """A crash between a page's delta and its snapshot: the older snapshot plus deltas serve."""
+    layout = StateLayout(EngineParams(), K)
+    pages = [sp.page for sp in make_site("a.example", 3 * K, seed=4)]
+    table, store, _ = run_host(pages, layout)
+    del store[layout.snapshot_key("a.example", 3 * K)]
+    rebuilt = layout.load(store.get, "a.example")
+    assert rebuilt is not None and rebuilt.to_bytes() == table.to_bytes()
+
+
+def test_replayed_pages_are_decided_again_identically() -> None:
+    layout = StateLayout(EngineParams(), K)
+    n = 4 * K + 5
+    pages = [sp.page for sp in make_site("a.example", n, seed=5)]
+    table, store, outputs = run_host(pages, layout)
+    before = table.to_bytes()
+    # Every one of the host's last K pages can be replayed ...
+    for i in range(n - K, n):
+        loaded = layout.load_before(store.get, "a.example", i * 3)
+        assert loaded is not None, i
+        t, delta = loaded
+        assert delta.page_no == i + 1 and t.pages == i
+        outcome = decide(pages[i], t, layout.params)
+        assert outcome.applied == delta.keys
+        assert codec.encode_clean(outcome.clean) + b"".join(codec.encode_event(e) for e in outcome.events) == outputs[i]
+    # ... pages older than the retained deltas are not, and nothing changed the store.
+    assert layout.load_before(store.get, "a.example", 0) is None
+    assert layout.load(store.get, "a.example").to_bytes() == before  # type: ignore[union-attr]
+
+
+def page_json(**fields: object) -> bytes:
+    return json.dumps(fields).encode()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (b"h.example", b"", "empty_message"),
+        (b"h.example", None, "empty_message"),
+        (b"h.example", b"{not json", "bad_json"),
+        (b"h.example", b"\xff\xfe\xfd", "bad_json"),
+        (b"h.example", b"[1]", "bad_record"),
+        (b"h.example", page_json(html="<p>x</p>"), "bad_record"),
+        (b"h.example", page_json(url="https://h.example/", html=["x"]), "bad_record"),
+        (None, page_json(url="https://h.example/", html="<p>x</p>"), "bad_key"),
+        (b"g.example", page_json(url="https://h.example/", html="<p>x</p>"), "bad_key"),
+    ],
+)
+def test_bad_messages_become_dead_pages(key: bytes | None, value: bytes | None, reason: str) -> None:
+    dead = decode_message(key, value, "pages.raw/0/1")
+    assert isinstance(dead, DeadPage)
+    assert dead.reason == reason
+    assert dead.source == "pages.raw/0/1"
+
+
+def test_good_message_decodes_like_a_jsonl_line() -> None:
+    page = decode_message(b"h.example", page_json(url="https://H.example/a", html="<p>x</p>"), "pages.raw/2/9")
+    assert page == RawPage("https://H.example/a", "<p>x</p>", "h.example", "pages.raw/2/9")
+
+
+def test_settings_from_environment_and_flags() -> None:
+    s = load({"DETEMPLATE_BROKER": "kafka://b:1", "DETEMPLATE_PARTITIONS": "3", "DETEMPLATE_TANSU": "yes"},
+             partitions=5)
+    assert (s.broker, s.partitions, s.tansu, s.bootstrap) == ("kafka://b:1", 5, True, "b:1")
+    assert load(env_for(s)) == s
+    with pytest.raises(ConfigError):
+        load({"DETEMPLATE_PARTITIONS": "many"})
+    with pytest.raises(ConfigError):
+        load({"DETEMPLATE_TANSU": "maybe"})
+    with pytest.raises(ConfigError):
+        StreamSettings(topic_clean="pages.raw")
+    assert StreamSettings().topic_partitions()["detemplate.state"] == StreamSettings().partitions
