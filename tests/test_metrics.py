@@ -1,0 +1,149 @@
+"""worker.metrics: counters fed from the real pipeline, scraped over loopback HTTP."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.factories import interleave, make_page, make_site
+from worker.metrics import Metrics, MetricsServer
+from worker.params import EngineParams
+from worker.pipeline import process_page
+from worker.state import MemoryStore
+
+PARAMS = EngineParams()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Metrics, MetricsServer]]:
+    metrics = Metrics(share_window=10)
+    server = metrics.start_server("127.0.0.1", 0)
+    try:
+        yield metrics, server
+    finally:
+        server.stop()
+
+
+def get(server: MetricsServer, path: str) -> tuple[int, bytes, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=10) as resp:
+            return resp.status, resp.read(), resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), exc.headers.get("Content-Type", "")
+
+
+def samples(server: MetricsServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, body, ctype = get(server, "/metrics")
+    assert status == 200 and ctype.startswith("text/plain")
+    out = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServer]) -> None:
+    metrics, server = served
+    site_a = make_site("a.example", 20, seed=1, layout="blog")
+    site_b = make_site("b.example", 40, seed=2, layout="news", redesign=30)
+    pages = [sp.page for sp in interleave(site_a, site_b)]
+    pages += [make_page(html=""), make_page(html="plain text no tags"), make_page(html="<div>" * 500 + "x")]
+    store = MemoryStore()
+    want_clean = 0
+    want_dead: dict[str, int] = {}
+    want_events: dict[str, int] = {}
+    last_shares: list[tuple[int, int]] = []
+    for page in pages:
+        metrics.page_in()
+        start = time.perf_counter()
+        outcome = process_page(page, store, PARAMS)
+        metrics.observe_outcome(outcome, time.perf_counter() - start)
+        metrics.changelog_records(len(outcome.applied) and 1)
+        if outcome.dead is not None:
+            want_dead[outcome.dead.reason] = want_dead.get(outcome.dead.reason, 0) + 1
+        else:
+            assert outcome.clean is not None
+            want_clean += 1
+            last_shares.append((outcome.clean.chars, outcome.clean.template_chars))
+        for ev in outcome.events:
+            want_events[ev.type] = want_events.get(ev.type, 0) + 1
+    metrics.observe_tables({h: t for h in store.hosts() if (t := store.get(h)) is not None})
+    metrics.set_consumer_lag(0, 7)
+    metrics.set_consumer_lag(3, -2)  # a stale high watermark never shows as negative lag
+
+    s = samples(server)
+    assert s[("detemplate_pages_in_total", ())] == len(pages)
+    assert s[("detemplate_pages_out_total", ())] == want_clean == 60
+    assert want_dead == {"empty": 1, "not_html": 1, "too_deep": 1}
+    for reason, n in want_dead.items():
+        assert s[("detemplate_pages_dead_total", (("reason", reason),))] == n
+    # Both sites learn their template; the redesigned one reports the change.
+    assert want_events == {"template.learned": 2, "template.changed": 1}
+    for kind, n in want_events.items():
+        assert s[("detemplate_events_total", (("type", kind),))] == n
+    assert s[("detemplate_changelog_records_total", ())] == want_clean
+    assert s[("detemplate_page_latency_seconds_count", ())] == len(pages)
+    assert s[("detemplate_page_latency_seconds_bucket", (("le", "+Inf"),))] == len(pages)
+    assert s[("detemplate_page_latency_seconds_sum", ())] > 0
+    window = last_shares[-10:]
+    share = sum(t for _, t in window) / sum(c for c, _ in window)
+    assert s[("detemplate_template_share", ())] == pytest.approx(share)
+    assert 0.1 < share < 0.95  # learned sites: a good part of each page's text is template
+    tables = [t for h in store.hosts() if (t := store.get(h)) is not None]
+    assert s[("detemplate_hosts_in_state", ())] == 2  # dead pages leave no table behind
+    assert s[("detemplate_segments_in_state", ())] == sum(len(t) for t in tables) > 0
+    assert s[("detemplate_consumer_lag", (("partition", "0"),))] == 7
+    assert s[("detemplate_consumer_lag", (("partition", "3"),))] == 0
+    metrics.forget_partitions()
+    assert not any(name == "detemplate_consumer_lag" for name, _ in samples(server))
+
+
+def test_readiness_follows_set_ready(served: tuple[Metrics, MetricsServer]) -> None:
+    metrics, server = served
+    assert get(server, "/readyz")[0] == 503
+    assert samples(server)[("detemplate_ready", ())] == 0
+    metrics.set_ready(True)
+    assert get(server, "/readyz")[:2] == (200, b"ready\n")
+    assert samples(server)[("detemplate_ready", ())] == 1
+    metrics.set_ready(False)  # a rebalance
+    assert get(server, "/readyz")[0] == 503
+
+
+def test_liveness_fails_when_the_loop_stops_beating(served: tuple[Metrics, MetricsServer]) -> None:
+    metrics, server = served
+    assert get(server, "/healthz")[0] == 200  # before the first beat: starting up
+    metrics.beat()
+    assert get(server, "/healthz")[0] == 200
+    metrics.liveness_timeout_s = 0.0
+    metrics._last_beat = time.monotonic() - 1.0  # the last beat, a second ago
+    status, body, _ = get(server, "/healthz")
+    assert (status, body) == (503, b"event loop stalled\n")
+    assert get(server, "/nope")[0] == 404
+
+
+def test_template_share_is_a_rolling_window() -> None:
+    metrics = Metrics(share_window=3)
+    site = make_site("c.example", 12, seed=3)
+    table_store = MemoryStore()
+    shares = []
+    for sp in site:
+        out = process_page(sp.page, table_store, PARAMS)
+        assert out.clean is not None
+        metrics.observe_outcome(out, 0.001)
+        shares.append((out.clean.chars, out.clean.template_chars))
+    last = shares[-3:]
+    assert metrics.share() == pytest.approx(sum(t for _, t in last) / sum(c for c, _ in last))
+    # The first pages were cold (no template yet): a whole-run share would be lower.
+    assert metrics.share() > sum(t for _, t in shares) / sum(c for c, _ in shares)
+
+
+def test_two_instances_do_not_collide() -> None:
+    a, b = Metrics(), Metrics()
+    a.page_in(3)
+    assert b"detemplate_pages_in_total 3.0" in a.scrape()
+    assert b"detemplate_pages_in_total 0.0" in b.scrape()
