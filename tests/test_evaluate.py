@@ -203,6 +203,8 @@ def test_eval_agrees_with_reference_on_its_own_output(reference: ModuleType, tmp
     assert result.first is not None and result.later is not None
     assert result.first.pages + result.later.pages == result.scores.pages
     assert result.first.pages == 2 * result.first_pages - 1  # two hosts, the very first page has no gold
+    assert set(result.by_host) == {"blog.example", "docs.example"}
+    assert sum(s.pages for s in result.by_host.values()) == result.scores.pages
 
 
 @pytest.mark.corpora
@@ -283,9 +285,10 @@ def test_eval_command_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_eval_command_table_and_bad_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus = synthetic_corpus(tmp_path / "synthetic")
-    assert main(["eval", str(corpus)]) == 0
+    assert main(["eval", str(corpus), "--by-host"]) == 0
     out = capsys.readouterr().out
     assert "synthetic" in out and "macro, all 1 corpora" in out
+    assert "docs.example" in out
     assert main(["eval", str(tmp_path / "nowhere")]) == 2
     assert "not a corpus folder" in capsys.readouterr().err
 

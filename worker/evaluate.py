@@ -289,6 +289,7 @@ class CorpusResult:
     first_pages: int = 0  # a page is one of its host's first pages when page_no <= this
     first: TextScores | None = None  # scores of the gold pages among their host's first pages
     later: TextScores | None = None  # scores of the other gold pages
+    by_host: dict[str, TextScores] = field(default_factory=dict)  # scores of each host's gold pages
 
     @property
     def pages_per_s(self) -> float:
@@ -314,6 +315,7 @@ class CorpusResult:
             "first_pages": self.first_pages,
             "first": self.first.as_dict() if self.first is not None else None,
             "later": self.later.as_dict() if self.later is not None else None,
+            "by_host": {host: s.as_dict() for host, s in self.by_host.items()},
         }
 
 
@@ -332,6 +334,7 @@ def evaluate_corpus(
     store = MemoryStore()
     kept: dict[str, str] = {}
     html_of: dict[str, str] = {}
+    host_of: dict[str, str] = {}
     page_no: dict[str, int] = {}
     dead = 0
     seconds = 0.0
@@ -344,6 +347,7 @@ def evaluate_corpus(
         outcome = process_page(page, store, params)
         seconds += clock() - start
         html_of[page.url] = page.html
+        host_of[page.url] = page.host
         if outcome.clean is not None:
             kept[page.url] = outcome.clean.text
             page_no[page.url] = outcome.clean.page_no
@@ -371,6 +375,9 @@ def evaluate_corpus(
     # The host's first pages are the weak spot of a per-host table: split the scores there.
     first_pages = params.table.template_df
     is_first = [0 < page_no.get(g.url, 0) <= first_pages for g in corpus.gold]
+    gold_by_host: dict[str, list[GoldPage]] = {}
+    for g in corpus.gold:
+        gold_by_host.setdefault(host_of.get(g.url, ""), []).append(g)
     return CorpusResult(
         name=corpus.name,
         pages=len(corpus.pages),
@@ -384,6 +391,7 @@ def evaluate_corpus(
         first_pages=first_pages,
         first=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if f], kept),
         later=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if not f], kept),
+        by_host={host: score_texts(gold, kept) for host, gold in sorted(gold_by_host.items())},
     )
 
 
@@ -518,6 +526,20 @@ def format_table(results: Sequence[CorpusResult]) -> str:
             f"{_f(s.removal):>7} {_f(s.fulltext_f1):>6} {_f(s.first_f1):>7} {_f(s.later_f1):>7} "
             f"{s.pages_per_s:>8.0f}"
         )
+    return "\n".join(lines)
+
+
+def format_hosts(results: Sequence[CorpusResult]) -> str:
+    """Per-host scores of the corpora with more than one host."""
+    header = f"{'corpus':<28} {'host':<36} {'gold':>4} {'P':>6} {'R':>6} {'F1':>6}"
+    lines = [header, "-" * len(header)]
+    for r in results:
+        if len(r.by_host) < 2:
+            continue
+        for host, s in r.by_host.items():
+            lines.append(
+                f"{r.name:<28} {host[:36]:<36} {s.pages:>4} {_f(s.precision):>6} {_f(s.recall):>6} {_f(s.f1):>6}"
+            )
     return "\n".join(lines)
 
 
@@ -695,6 +717,9 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
     else:
         print(format_table(results))
+        if args.by_host:
+            print()
+            print(format_hosts(results))
         first = results[0].first_pages if results else 0
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
@@ -721,6 +746,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("corpus_dirs", nargs="+", metavar="CORPUS_DIR", help="a corpus folder")
     parser.add_argument("--report", type=Path, metavar="DIR", help="write report.md and an F1 chart (PNG) here")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument("--by-host", action="store_true", help="also print the scores of each host")
     parser.add_argument(
         "--output-dir",
         type=Path,
