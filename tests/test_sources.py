@@ -8,6 +8,7 @@ import base64
 import gzip
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -424,3 +425,19 @@ def test_a_fifo_is_not_an_input(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(ConfigError, match="not a file or folder"):
         list(iter_inputs([fifo]))
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+def test_warc_truncated_last_record_is_dead_not_a_partial_page(tmp_path: Path, encoded: bool) -> None:
+    words = random.Random(4).choices(["alpha", "beta", "gamma", "delta", "omega"], k=400)
+    body = b"<html><body><p>" + " ".join(words).encode() + b"</p><footer>the footer</footer></body></html>"
+    extra = ""
+    if encoded:
+        body, extra = gzip.compress(body), "Content-Encoding: gzip\r\n"
+    first = warc_record("https://a.example/0", b"<p>zero</p>")
+    last = warc_record("https://a.example/1", body, extra_http=extra)
+    path = tmp_path / "t.warc"
+    path.write_bytes(first + last[:-60])
+    out = list(iter_inputs([path]))
+    assert isinstance(out[0], RawPage)
+    assert [(d.reason, d.url) for d in dead(out)] == [("truncated", "https://a.example/1")]

@@ -29,11 +29,15 @@ mark (it overrides every declaration, as in the WHATWG encoding standard), the H
 ``Content-Type`` charset, a ``<meta charset>`` / ``http-equiv`` charset in the first
 2 KB, UTF-8, then cp1252. Bytes none of these decode give a DeadPage ``undecodable``.
 
-Bad records give a DeadPage (reasons: ``bad_json``, ``bad_record``, ``undecodable``,
-``not_html``, ``unreadable_input`` for a file that breaks off mid-way) with
-``source`` = ``path:line`` (JSONL) or ``path@offset`` (WARC), and reading goes on. A
-path that is missing, unreadable or of an unknown type raises ConfigError before any
-page of that path is read.
+Bad records give a DeadPage with ``source`` = ``path:line`` (JSONL) or ``path@offset``
+(WARC), and reading goes on. Reasons: ``bad_json`` (not JSON), ``bad_record`` (missing
+or mistyped fields, no host, bad base64, malformed HTTP headers), ``undecodable`` (no
+charset fits), ``not_html`` (a JSONL body whose content type is not HTML),
+``truncated`` (a WARC record shorter than it declares: the file was cut), and
+``unreadable_input`` (a compressed or WARC file that breaks off or turns to garbage:
+the rest of that file is lost, the next input follows). A path that is missing,
+unreadable or of an unknown type raises ConfigError when `iter_inputs` is called,
+before any page is read.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _WARC_SUFFIXES = (".warc", ".arc")
 _HTML_SUFFIXES = (".html", ".htm")
 _GZIP_MAGIC = b"\x1f\x8b"
+_FREEZE_LIMIT = 64 << 20  # WARC records up to this size are checked for truncation
 _COUNT_BYTES = 64 << 20  # estimate_total reads at most this much of a plain JSONL file
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -399,9 +404,18 @@ def _warc_record(record: object, source: str) -> RawPage | DeadPage | None:
     rec = record  # fastwarc ships no type stubs
     url = rec.headers.get("WARC-Target-URI") or ""  # type: ignore[attr-defined]
     url = url.strip().strip("<>")  # WARC 1.0 drafts wrote the URI in angle brackets
-    if rec.record_type == WarcRecordType.response:  # type: ignore[attr-defined]
-        if not rec.headers.get("Content-Type", "").lower().startswith("application/http"):  # type: ignore[attr-defined]
-            return None  # a response of another protocol (dns:, ftp:)
+    is_response = rec.record_type == WarcRecordType.response  # type: ignore[attr-defined]
+    if is_response and not rec.headers.get("Content-Type", "").lower().startswith("application/http"):  # type: ignore[attr-defined]
+        return None  # a response of another protocol (dns:, ftp:)
+    # A file cut off mid-record gives a short last record: a page missing its end (often
+    # its footer, the template) would teach the table wrong things. freeze() reads the
+    # block into memory and sets content_length to the bytes actually there; the gzip
+    # decoder of parse_http would hide the loss by returning what it could inflate.
+    declared = rec.content_length  # type: ignore[attr-defined]
+    if declared <= _FREEZE_LIMIT:  # a huge video record is not held in memory to check it
+        rec.freeze()  # type: ignore[attr-defined]
+    present = rec.content_length  # type: ignore[attr-defined]
+    if is_response:
         try:
             rec.parse_http(auto_decode="all")  # type: ignore[attr-defined]
         except (OSError, ValueError):
@@ -423,6 +437,10 @@ def _warc_record(record: object, source: str) -> RawPage | DeadPage | None:
         data = rec.reader.read()  # type: ignore[attr-defined]
     except OSError as exc:
         return DeadPage(url, host, "undecodable", f"the record body cannot be read: {exc}", source)
+    if present < declared:
+        return DeadPage(
+            url, host, "truncated", f"the record holds {present:,} of the {declared:,} bytes it declares", source
+        )
     text = decode_html(data, charset_of(content_type))
     if text is None:
         return DeadPage(url, host, "undecodable", "the bytes decode in no known charset", source)
