@@ -214,3 +214,36 @@ def test_memory_and_rocks_stores_give_identical_outcomes(tmp_path: Path) -> None
             assert rocks.get(host).to_bytes() == memory.get(host).to_bytes()  # type: ignore[union-attr]
     finally:
         rocks.close()
+
+
+def _blocks_by_text(out: Outcome) -> dict[str, str]:
+    assert out.clean is not None
+    return {b.text: b.verdict for b in out.clean.blocks}
+
+
+def test_template_block_needs_a_ratio_strictly_above_the_threshold() -> None:
+    # "shared7" (7 chars) repeats on every page; each page adds its own 3-char segment.
+    # Block "shared7 abc": ratio 7/10 = 0.7, not above 0.7: content. With "xy" (2 chars):
+    # 7/9 = 0.78: template.
+    table = HostTable(PARAMS.table)
+    for i in range(6):
+        decide(make_page(html=f"<html><body><div>shared7<b>p{i:02d}</b></div></body></html>"), table, PARAMS)
+    at = decide(make_page(html="<html><body><div>shared7<b>abc</b></div></body></html>"), table, PARAMS)
+    above = decide(make_page(html="<html><body><div>shared7<b>xy</b></div></body></html>"), table, PARAMS)
+    assert _blocks_by_text(at) == {"shared7 abc": CONTENT}
+    assert _blocks_by_text(above) == {"shared7 xy": TEMPLATE}
+
+
+def test_early_threshold_is_every_page_so_far() -> None:
+    # Documented rule: below template_df pages, threshold = max(early_df, pages).
+    table = HostTable(PARAMS.table)
+    assert PARAMS.table.early_df == 2 and PARAMS.table.template_df == 5
+
+    def page(*texts: str) -> Outcome:
+        html = "<html><body>" + "".join(f"<div>{t}</div>" for t in texts) + "</body></html>"
+        return decide(make_page(html=html), table, PARAMS)
+
+    page("everywhere", "one and three")
+    assert _blocks_by_text(page("everywhere", "only two")) == {"everywhere": TEMPLATE, "only two": CONTENT}
+    # Page 3: threshold 3. "one and three" has df 2 now: not template yet.
+    assert _blocks_by_text(page("everywhere", "one and three")) == {"everywhere": TEMPLATE, "one and three": CONTENT}
