@@ -376,6 +376,22 @@ def test_unreadable_file_raises_config_error(tmp_path: Path) -> None:
         f.chmod(0o600)
 
 
+def test_permission_denied_raises_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same as the chmod test above, for runs as root (which reads every file).
+    import worker.sources
+
+    f = write_jsonl([make_page()], tmp_path / "locked.jsonl")
+
+    def denied(path: object, *args: object, **kwargs: object) -> object:
+        if Path(str(path)) == f:
+            raise PermissionError(13, "Permission denied")
+        return open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(worker.sources, "open", denied, raising=False)
+    with pytest.raises(ConfigError, match=r"cannot read input .*Permission denied"):
+        iter_inputs([f])
+
+
 def test_a_bad_path_fails_at_the_call_before_any_page_is_read(tmp_path: Path) -> None:
     good = write_jsonl([make_page()], tmp_path / "good.jsonl")
     with pytest.raises(ConfigError, match=r"missing\.warc"):
