@@ -46,7 +46,7 @@ def test_blocks_are_cut_at_layout_tags_only() -> None:
 
 def test_blocks_without_text_are_left_out_and_indexed_in_order() -> None:
     _, blocks = segment_html("<html><body><div> </div><div><img src=x></div><p>a</p><p>b</p></body></html>", CUT)
-    assert [(b.index, [s.text for s in b.segments]) for b in blocks] == [(0, ["a"]), (1, ["b"])]
+    assert [(b.order, [s.text for s in b.segments]) for b in blocks] == [(0, ["a"]), (1, ["b"])]
 
 
 def test_default_block_tags_cut_at_containers_and_list_items() -> None:

@@ -306,10 +306,8 @@ def format_state(states: Sequence[HostState], max_rows: int = 12) -> str:
 def long_host_pages(corpora: Sequence[Corpus], host: str | None, synthetic: bool, n: int) -> Iterator[RawPage]:
     """N pages of one host: a synthetic site, or the corpus pages of one host cycled."""
     if synthetic:
-        try:
-            from tests.factories import make_site
-        except ImportError as exc:
-            raise ConfigError("--synthetic needs tests/factories.py (run from the repository root)") from exc
+        from worker.samples import make_site
+
         name = host or "long.example"
         chunk = 500
         for start in range(0, n, chunk):
@@ -479,7 +477,7 @@ def _long_host(args: argparse.Namespace, corpora: Sequence[Corpus], params: Engi
     first = next(pages)
     host = first.host
     if args.synthetic:
-        source = f"synthetic news site from tests.factories, {n} pages, content never repeats"
+        source = f"synthetic news site from worker.samples, {n} pages, content never repeats"
     else:
         distinct = len({p.url for c in corpora for p in c.pages if p.host == host})
         source = f"its {distinct} corpus pages cycled to {n} pages"
@@ -526,7 +524,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--repeat", type=int, default=5, metavar="N", help="rounds of each (default 5)")
     parser.add_argument("--long-host", type=int, metavar="N", help="feed N pages of one host; print its table size")
     parser.add_argument("--host", help="the host for --long-host (default: the corpora's largest)")
-    parser.add_argument("--synthetic", action="store_true", help="--long-host on a generated site (tests.factories)")
+    parser.add_argument("--synthetic", action="store_true", help="--long-host on a generated site (worker.samples)")
     parser.add_argument("--cpu", type=int, metavar="N", help="pin the process to CPU N (Linux) before timing")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(

@@ -52,7 +52,7 @@ class Block(NamedTuple):
 
     path: str  # DOM path of the layout element
     segments: list[Segment]
-    index: int  # position of the block in document order (0-based)
+    order: int  # position of the block in document order (0-based)
 
 
 class BlockVerdict(NamedTuple):

@@ -1,4 +1,7 @@
-"""Deterministic synthetic sites for tests: pages with a shared template and known content.
+"""Deterministic synthetic sites: pages with a shared template and known content.
+
+The sample crawl of `make demo` and `detemplate sample`, the long-host benchmark and the
+tests all build their pages here (nothing is copied from real crawls).
 
     site = make_site("blog.example", 20, seed=1, layout="blog")
     site[3].page   # RawPage
@@ -24,6 +27,7 @@ the same in every process and on every machine.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import random
@@ -377,21 +381,6 @@ def interleave(*sites: list[SitePage]) -> list[SitePage]:
     return out
 
 
-_DEFAULT_HTML = (
-    "<html><head><title>t</title></head><body>"
-    "<div class='nav'><a href='/'>Home</a> <a href='/about'>About</a></div>"
-    "<article><p>Some page text for a test.</p></article>"
-    "<footer><p>Footer text</p></footer></body></html>"
-)
-
-
-def make_page(**overrides: str) -> RawPage:
-    """A small valid RawPage; any field can be overridden (url, html, host, source)."""
-    fields = {"url": "https://example.com/p/1.html", "html": _DEFAULT_HTML, "host": "example.com", "source": "test"}
-    fields.update(overrides)
-    return RawPage(**fields)
-
-
 def write_jsonl(pages: Iterable[RawPage | SitePage], path: str | Path, gz: bool = False) -> Path:
     """Write pages as raw-page JSONL (`{"url", "host", "html"}` per line), gzipped if asked."""
     path = Path(path)
@@ -402,3 +391,71 @@ def write_jsonl(pages: Iterable[RawPage | SitePage], path: str | Path, gz: bool 
             fh.write(json.dumps({"url": page.url, "host": page.host, "html": page.html}, ensure_ascii=False))
             fh.write("\n")
     return path
+
+
+def write_warc(pages: Iterable[RawPage | SitePage], path: str | Path) -> Path:
+    """Write pages as a WARC.gz of HTTP response records, one gzip member per record."""
+    path = Path(path)
+    with open(path, "wb") as fh:
+        for n, p in enumerate(pages):
+            page = p.page if isinstance(p, SitePage) else p
+            body = page.html.encode("utf-8")
+            http = b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+            http += f"Content-Length: {len(body)}\r\n\r\n".encode("ascii") + body
+            head = (
+                "WARC/1.0\r\nWARC-Type: response\r\n"
+                f"WARC-Target-URI: {page.url}\r\nWARC-Date: 2024-01-01T00:00:00Z\r\n"
+                f"WARC-Record-ID: <urn:uuid:00000000-0000-4000-8000-{n:012d}>\r\n"
+                "Content-Type: application/http; msgtype=response\r\n"
+                f"Content-Length: {len(http)}\r\n\r\n"
+            ).encode("ascii")
+            fh.write(gzip.compress(head + http + b"\r\n\r\n"))
+    return path
+
+
+SAMPLE_LAYOUTS = ("blog", "docs", "news")
+
+
+def sample_crawl(sites: int = 6, pages: int = 40, seed: int = 0) -> list[SitePage]:
+    """A crawl of `sites` generated hosts with `pages` pages each, interleaved as a crawler would."""
+    made = [
+        make_site(f"site{n + 1}.{SAMPLE_LAYOUTS[n % len(SAMPLE_LAYOUTS)]}.example", pages, seed=seed + n,
+                  layout=SAMPLE_LAYOUTS[n % len(SAMPLE_LAYOUTS)])
+        for n in range(sites)
+    ]
+    return interleave(*made)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    crawl = sample_crawl(args.sites, args.pages, args.seed)
+    write_warc(crawl, out / "crawl.warc.gz")
+    # pages.jsonl.gz + gold.jsonl.gz: the corpus format `detemplate eval` reads.
+    write_jsonl(crawl, out / "pages.jsonl.gz", gz=True)
+    with gzip.open(out / "gold.jsonl.gz", "wt", encoding="utf-8") as fh:
+        for sp in crawl:
+            fh.write(json.dumps({"url": sp.page.url, "content": sp.gold}, ensure_ascii=False) + "\n")
+    print(
+        f"wrote {len(crawl)} pages of {args.sites} generated sites to {out}/: crawl.warc.gz, "
+        "pages.jsonl.gz (the same pages as JSONL) and gold.jsonl.gz (their article text)"
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "sample",
+        help="write a sample crawl of generated sites (WARC.gz and JSONL) to try the other commands on",
+        description=(
+            "Generate a deterministic sample crawl: SITES sites (blog, docs and news layouts), PAGES pages "
+            "each, with a shared template (header, nav, sidebar, footer) and page-specific articles, "
+            "interleaved as a crawler delivers them. Writes crawl.warc.gz, pages.jsonl.gz and "
+            "gold.jsonl.gz (the article text of each page): a corpus folder `detemplate eval` reads."
+        ),
+    )
+    p.add_argument("output", metavar="DIR", help="folder to write into (created)")
+    p.add_argument("--sites", type=int, default=6, help="number of generated sites (default 6)")
+    p.add_argument("--pages", type=int, default=40, help="pages per site (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(func=cmd_sample)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
-from worker.errors import StateError
+from worker.errors import ConfigError, StateError
 from worker.params import TableParams
 from worker.table import HostTable
 
@@ -34,6 +34,8 @@ class RocksStore:
     """Per-host tables in RocksDB with a write-back LRU cache of live tables."""
 
     def __init__(self, path: str | Path, params: TableParams, cache_hosts: int = 4096) -> None:
+        if cache_hosts < 1:
+            raise ConfigError(f"cache_hosts must be at least 1, not {cache_hosts}")
         self.path = Path(path)
         self.params = params
         self.cache_hosts = cache_hosts

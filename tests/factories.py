@@ -1,0 +1,24 @@
+"""Test fixtures: the synthetic sites of worker.samples, plus a small hand-made page."""
+
+from __future__ import annotations
+
+from worker.model import RawPage
+from worker.samples import SitePage, gold_text, interleave, make_site, norm, write_jsonl, write_warc
+
+__all__ = ["SitePage", "gold_text", "interleave", "make_page", "make_site", "norm", "write_jsonl", "write_warc"]
+
+_DEFAULT_HTML = (
+    "<html><head><title>t</title></head><body>"
+    "<div class='nav'><a href='/'>Home</a> <a href='/about'>About</a></div>"
+    "<article><p>Some page text for a test.</p></article>"
+    "<footer><p>Footer text</p></footer></body></html>"
+)
+
+
+def make_page(**overrides: str) -> RawPage:
+    """A small valid RawPage; any field can be overridden (url, html, host, source)."""
+    fields = {"url": "https://example.com/p/1.html", "html": _DEFAULT_HTML, "host": "example.com", "source": "test"}
+    fields.update(overrides)
+    return RawPage(**fields)
+
+
