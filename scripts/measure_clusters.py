@@ -1,0 +1,319 @@
+"""Measure template clustering on the development corpora (docs/clusters.md).
+
+    python scripts/measure_clusters.py purity   [--corpora DIR] [--features ...] [--path-mode tag]
+    python scripts/measure_clusters.py compare  [--corpora DIR]
+    python scripts/measure_clusters.py stream   [--corpora DIR]
+    python scripts/measure_clusters.py f1       [--corpora DIR] [--mode ...]
+
+The URL page-type rules below belong to this measurement, not to the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import re
+import sys
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from worker.detect.clusters import (
+    ClusterParams,
+    HostClusters,
+    StreamParams,
+    cluster_pages,
+    page_paths,
+)
+from worker.errors import BadInputError
+from worker.evaluate import Corpus, load_corpus, score_texts
+from worker.params import EngineParams, SegmentParams
+from worker.segment import parse, segment_tree
+from worker.table import HostTable
+
+MULTI = [
+    "site-lilianweng-hugo",
+    "site-lenskit-docs",
+    "site-antsr-pkgdown",
+    "site-ieee-nitk-blog-jekyll",
+    "site-rust-cookbook-mdbook",
+    "news-big5-05",
+    "news-big5-09",
+]
+TYPED = MULTI[:3]
+
+
+def _path(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[1] if "/" in rest else ""
+
+
+def type_lilianweng(url: str) -> str:
+    p = _path(url)
+    if p.startswith("tags/"):
+        return "tag"
+    if re.match(r"posts/\d{4}-", p):
+        return "post"
+    if p.startswith(("page/", "posts/page/")) or p in ("posts/", "posts/index.html"):
+        return "list"
+    return "other"
+
+
+def type_lenskit(url: str) -> str:
+    p = _path(url)
+    for prefix in ("api/", "guide/"):
+        if p.startswith(prefix):
+            return prefix[:-1]
+    return "other"
+
+
+def type_antsr(url: str) -> str:
+    p = _path(url)
+    for prefix in ("docs/reference/", "docs/articles/"):
+        if p.startswith(prefix):
+            return prefix.split("/")[1]
+    return "other"
+
+
+URL_TYPES: dict[str, Callable[[str], str]] = {
+    "site-lilianweng-hugo": type_lilianweng,
+    "site-lenskit-docs": type_lenskit,
+    "site-antsr-pkgdown": type_antsr,
+}
+
+
+def purity(labels: Sequence[int], types: Sequence[str]) -> tuple[float, float]:
+    """Purity (majority type per cluster) and inverse purity (largest cluster per type)."""
+    by_cluster: dict[int, Counter[str]] = {}
+    by_type: dict[str, Counter[int]] = {}
+    for lab, t in zip(labels, types, strict=True):
+        by_cluster.setdefault(lab, Counter())[t] += 1
+        by_type.setdefault(t, Counter())[lab] += 1
+    n = len(labels)
+    pur = sum(c.most_common(1)[0][1] for c in by_cluster.values()) / n
+    inv = sum(c.most_common(1)[0][1] for c in by_type.values()) / n
+    return pur, inv
+
+
+def blocks_of(corpus: Corpus, sp: SegmentParams) -> list[tuple[int, list]]:
+    out = []
+    for i, page in enumerate(corpus.pages):
+        try:
+            out.append((i, segment_tree(parse(page.html, sp), sp)))
+        except BadInputError:
+            continue
+    return out
+
+
+def cmd_purity(args: argparse.Namespace) -> None:
+    for name in TYPED:
+        corpus = load_corpus(Path(args.corpora) / name)
+        sp = SegmentParams(path_mode=args.path_mode)
+        pages = blocks_of(corpus, sp)
+        types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages]
+        print(f"{name}: {len(pages)} pages, types {dict(Counter(types))}")
+        for feat in args.features:
+            feats = [page_paths(b, feat) for _, b in pages]
+            for method in args.methods:
+                r = cluster_pages(feats, ClusterParams(method=method, features=feat, min_support=args.min_support))
+                pur, inv = purity(r.labels, types)
+                sizes = [len(c.members) for c in r.clusters]
+                print(
+                    f"  {feat:8s} {method:7s} clusters={len(r.clusters):3d} purity={pur:.3f} inverse={inv:.3f} "
+                    f"sizes={sizes[:8]}{'...' if len(sizes) > 8 else ''}"
+                )
+                for c in r.clusters[:6]:
+                    print("     ", len(c.members), dict(Counter(types[i] for i in c.members)))
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    rows = []
+    for name in args.names or TYPED:
+        corpus = load_corpus(Path(args.corpora) / name)
+        sp = SegmentParams(path_mode=args.path_mode)
+        pages = blocks_of(corpus, sp)
+        types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages] if name in URL_TYPES else ["?"] * len(pages)
+        feats = [page_paths(b, args.features[0]) for _, b in pages]
+        labels_of = {}
+        for method in args.methods:
+            gc.collect()
+            tracemalloc.start()
+            t0 = time.perf_counter()
+            r = cluster_pages(
+                feats, ClusterParams(method=method, features=args.features[0], min_support=args.min_support)
+            )
+            secs = time.perf_counter() - t0
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            pur, inv = purity(r.labels, types)
+            labels_of[method] = r.labels
+            rows.append(
+                (
+                    name,
+                    method,
+                    len(pages),
+                    secs,
+                    peak / 1e6,
+                    r.pair_evaluations,
+                    r.premerged,
+                    len(r.clusters),
+                    pur,
+                    inv,
+                    r.costs[-1],
+                    [len(c.members) for c in r.clusters][:6],
+                )
+            )
+            print(
+                f"{name:22s} {method:7s} pages={len(pages)} time={secs:.2f}s peak={peak / 1e6:.1f}MB "
+                f"pairs={r.pair_evaluations} premerged={r.premerged} clusters={len(r.clusters)} purity={pur:.3f} "
+                f"inverse={inv:.3f} bits={r.costs[-1]:.0f} sizes={[len(c.members) for c in r.clusters][:6]}",
+                flush=True,
+            )
+        ari = _agree(labels_of.get("mdl"), labels_of)
+        if ari:
+            print("   pairwise agreement with mdl:", ari)
+    if args.json:
+        print(json.dumps(rows))
+
+
+def _agree(ref: Sequence[int] | None, labels_of: dict[str, Sequence[int]]) -> dict[str, float]:
+    """Rand index of each method's clustering against TEXT-MDL's."""
+    if ref is None:
+        return {}
+    out = {}
+    n = len(ref)
+    for m, lab in labels_of.items():
+        same = tot = 0
+        for i in range(n):
+            for j in range(i + 1, n):
+                tot += 1
+                same += (ref[i] == ref[j]) == (lab[i] == lab[j])
+        out[m] = round(same / tot, 4) if tot else 1.0
+    return out
+
+
+def stream_labels(pages: list[tuple[int, list]], sparams: StreamParams) -> list[int]:
+    hc = HostClusters(sparams)
+    return [hc.assign(page_paths(b, sparams.features)).cid for _, b in pages]
+
+
+def cmd_stream(args: argparse.Namespace) -> None:
+    for name in TYPED:
+        corpus = load_corpus(Path(args.corpora) / name)
+        sp = SegmentParams(path_mode=args.path_mode)
+        pages = blocks_of(corpus, sp)
+        types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages]
+        for feat in args.features:
+            for thr in args.thresholds:
+                sparams = StreamParams(features=feat, threshold=thr)
+                labels = stream_labels(pages, sparams)
+                pur, inv = purity(labels, types)
+                print(
+                    f"{name:22s} {feat:8s} thr={thr:.2f} clusters={len(set(labels))} purity={pur:.3f} inverse={inv:.3f}"
+                )
+
+
+# -- F1 with per-(host, cluster) tables ------------------------------------------------
+
+
+def run_f1(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams) -> dict[str, str]:
+    """Kept text per URL. mode: host (baseline), cluster, cluster_fallback, both_and, both_or."""
+    tables: dict[str, HostTable] = {}
+    assigners: dict[str, HostClusters] = {}
+    kept: dict[str, str] = {}
+    tp = params.table
+
+    def table(key: str) -> HostTable:
+        t = tables.get(key)
+        if t is None:
+            t = tables[key] = HostTable(tp)
+        return t
+
+    def template_keys(t: HostTable, keys: list[int]) -> tuple[set[int], bool]:
+        dfs = t.observe(keys)
+        threshold = tp.template_df
+        if tp.early_df and t.pages < threshold:
+            threshold = max(tp.early_df, t.pages)
+        if t.pages < threshold:
+            return set(), False
+        return {k for k, df in zip(keys, dfs, strict=True) if df >= threshold}, True
+
+    for page in corpus.pages:
+        try:
+            blocks = segment_tree(parse(page.html, params.segment), params.segment)
+        except BadInputError:
+            kept[page.url] = ""
+            continue
+        keys = sorted({seg.key for b in blocks for seg in b.segments})
+        host_t, _ = template_keys(table(page.host), keys)
+        if mode == "host":
+            tk = host_t
+        else:
+            hc = assigners.get(page.host)
+            if hc is None:
+                hc = assigners[page.host] = HostClusters(sparams)
+            a = hc.assign(page_paths(blocks, sparams.features))
+            for cid in a.dropped:
+                tables.pop(f"{page.host}\x1f{cid}", None)
+            ct = table(f"{page.host}\x1f{a.cid}")
+            cl_t, cl_warm = template_keys(ct, keys)
+            if mode == "cluster":
+                tk = cl_t
+            elif mode == "cluster_fallback":
+                tk = cl_t if ct.pages >= tp.template_df else host_t
+            elif mode == "both_and":
+                tk = (host_t & cl_t) if cl_warm else host_t
+            elif mode == "both_or":
+                tk = host_t | cl_t
+            else:
+                raise SystemExit(f"unknown mode {mode}")
+        out = []
+        for b in blocks:
+            chars = sum(s.length for s in b.segments)
+            tchars = sum(s.length for s in b.segments if s.key in tk)
+            if not tchars / chars > tp.template_ratio:
+                out.append(" ".join(s.text for s in b.segments))
+        kept[page.url] = "\n".join(out)
+    return kept
+
+
+def cmd_f1(args: argparse.Namespace) -> None:
+    params = EngineParams()
+    sparams = StreamParams(features=args.features[0], threshold=args.thresholds[0], max_clusters=args.max_clusters)
+    results: dict[str, list[float]] = {}
+    for name in MULTI:
+        corpus = load_corpus(Path(args.corpora) / name)
+        line = [f"{name:28s}"]
+        for mode in args.modes:
+            kept = run_f1(corpus, mode, params, sparams)
+            s = score_texts(corpus.gold, kept)
+            results.setdefault(mode, []).append(s.f1 or 0.0)
+            line.append(f"{mode}: P={s.precision:.3f} R={s.recall:.3f} F1={s.f1:.4f}")
+        print("  ".join(line), flush=True)
+    print("macro F1: " + "  ".join(f"{m}={sum(v) / len(v):.4f}" for m, v in results.items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["purity", "compare", "stream", "f1"])
+    ap.add_argument("--corpora", default=str(Path(__file__).resolve().parents[2] / "shared" / "corpora"))
+    ap.add_argument("--features", nargs="+", default=["blocks", "segments", "both"])
+    ap.add_argument("--methods", nargs="+", default=["mdl", "minhash", "lsh"])
+    ap.add_argument("--path-mode", default="tag")
+    ap.add_argument("--thresholds", nargs="+", type=float, default=[0.5])
+    ap.add_argument("--modes", nargs="+", default=["host", "cluster", "cluster_fallback", "both_and", "both_or"])
+    ap.add_argument("--max-clusters", type=int, default=8)
+    ap.add_argument("--names", nargs="*")
+    ap.add_argument("--min-support", type=int, default=2)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    {"purity": cmd_purity, "compare": cmd_compare, "stream": cmd_stream, "f1": cmd_f1}[args.what](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+"""worker.detect.clusters: page path sets, the MDL cost, TEXT-MDL / MinHash / LSH clustering,
+the streaming assigner, and the `detemplate clusters` command."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import replace
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.factories import SitePage, make_site, write_jsonl
+from worker.cli import main
+from worker.detect.clusters import (
+    FEATURES,
+    METHODS,
+    ClusterParams,
+    HostClusters,
+    MinHasher,
+    StreamParams,
+    band_hashes,
+    cluster_pages,
+    clustering_cost,
+    jaccard_estimate,
+    noncontent_paths,
+    page_paths,
+    support,
+)
+from worker.errors import ConfigError, StateError
+from worker.params import SegmentParams
+from worker.segment import segment_html
+
+HOST = "mixed.example"
+
+
+def mixed_host(n: int = 24) -> tuple[list[SitePage], list[str]]:
+    """Two sites with different layouts, the second rewritten to the first one's host, interleaved."""
+    blog = make_site(HOST, n, seed=3, layout="blog")
+    news = make_site("other.example", n, seed=4, layout="news")
+    pages: list[SitePage] = []
+    truth: list[str] = []
+    for a, b in zip(blog, news, strict=True):
+        moved = replace(b.page, host=HOST, url=b.page.url.replace("other.example", HOST))
+        pages += [a, replace(b, page=moved)]
+        truth += ["blog", "news"]
+    return pages, truth
+
+
+def features(pages: list[SitePage], kind: str = "both", path_mode: str = "tag") -> list[frozenset[int]]:
+    sp = SegmentParams(path_mode=path_mode)
+    return [page_paths(segment_html(p.page.html, sp)[1], kind) for p in pages]
+
+
+def purity(labels: tuple[int, ...] | list[int], truth: list[str]) -> float:
+    groups: dict[int, Counter[str]] = {}
+    for lab, t in zip(labels, truth, strict=True):
+        groups.setdefault(lab, Counter())[t] += 1
+    return sum(c.most_common(1)[0][1] for c in groups.values()) / len(truth)
+
+
+# -- page description ---------------------------------------------------------------------
+
+
+def test_page_paths_kinds() -> None:
+    pages, _ = mixed_host(2)
+    blocks = segment_html(pages[0].page.html, SegmentParams())[1]
+    only_blocks = page_paths(blocks, "blocks")
+    only_segs = page_paths(blocks, "segments")
+    both = page_paths(blocks, "both")
+    assert only_blocks and only_segs
+    assert both == only_blocks | only_segs
+    assert not only_blocks & only_segs  # element paths never collide with text paths
+    assert {seg.key for b in blocks for seg in b.segments} == only_segs
+    with pytest.raises(ConfigError):
+        page_paths(blocks, "words")
+
+
+def test_noncontent_paths_follow_the_mode_of_supports() -> None:
+    # Paths 1, 2 on all four pages; 3 on two; each page has its own 10+i (support 1).
+    pages = [{1, 2, 3, 10}, {1, 2, 3, 11}, {1, 2, 12}, {1, 2, 13}]
+    assert support(pages) == Counter({1: 4, 2: 4, 3: 2, 10: 1, 11: 1, 12: 1, 13: 1})
+    ess = noncontent_paths(pages)
+    # Page 0: supports 4,4,2,1 -> mode 4 -> {1, 2}. Page 2: 4,4,1 -> mode 4.
+    assert ess == [frozenset({1, 2})] * 4
+    # A page of unique paths has mode 1: every path counts (the paper); min_support 2 drops them.
+    pages2 = [{1, 20, 21, 22}, {1, 30}]
+    assert noncontent_paths(pages2)[0] == frozenset({1, 20, 21, 22})
+    assert noncontent_paths(pages2, min_support=2)[0] == frozenset({1})
+
+
+# -- the MDL cost ---------------------------------------------------------------------------
+
+
+def test_cost_counts_by_hand() -> None:
+    ess = [frozenset({1, 2}), frozenset({1, 2}), frozenset({1, 3})]
+    singletons = clustering_cost(ess, [0, 1, 2])
+    assert (singletons.paths, singletons.clusters, singletons.template_ones) == (3, 3, 6)
+    assert (singletons.plus, singletons.minus) == (0, 0)
+    one = clustering_cost(ess, [0, 0, 0])
+    # Template {1, 2} (in more than half of 3 pages); page 2 lacks 2 (-1) and has 3 (+1).
+    assert (one.clusters, one.template_ones, one.plus, one.minus) == (1, 2, 1, 1)
+    assert one.bits < singletons.bits
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_mdl_cost_decreases_monotonically_and_matches_brute_force(method: str) -> None:
+    pages, _ = mixed_host(16)
+    feats = features(pages, "both", "tag_class")
+    result = cluster_pages(feats, ClusterParams(method=method))
+    costs = result.costs
+    # TEXT-HASH and LSH first merge pages with equal signatures (one step), then by MDL.
+    assert len(costs) >= (3 if method == "mdl" else 2)
+    assert all(later < earlier for earlier, later in pairwise(costs))
+    # The incremental cost equals the cost of the final labels computed from scratch.
+    ess = noncontent_paths(feats, ClusterParams().min_support)
+    assert clustering_cost(ess, result.labels).bits == pytest.approx(costs[-1], rel=1e-9, abs=1e-6)
+    # Template paths are exactly the non-content paths of more than half the members.
+    for cluster in result.clusters:
+        counts = support([ess[i] for i in cluster.members])
+        assert {k for k, _ in cluster.template} == {k for k, n in counts.items() if 2 * n > len(cluster.members)}
+
+
+def test_mdl_greedy_stops_at_a_local_minimum() -> None:
+    """No single merge of the final clusters lowers the cost (TEXT-MDL looks at every pair)."""
+    pages, _ = mixed_host(8)
+    feats = features(pages)
+    ess = noncontent_paths(feats, 2)
+    result = cluster_pages(feats, ClusterParams(method="mdl"))
+    labels = list(result.labels)
+    final = clustering_cost(ess, labels).bits
+    k = len(result.clusters)
+    for a in range(k):
+        for b in range(a + 1, k):
+            merged = [a if lab == b else lab for lab in labels]
+            assert clustering_cost(ess, merged).bits >= final - 1e-6
+
+
+# -- clustering separates two layouts on one host -------------------------------------------
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("kind", FEATURES)
+def test_two_layouts_on_one_host_are_separated(method: str, kind: str) -> None:
+    pages, truth = mixed_host(24)
+    # Class names are what tell the factory's layouts apart; tag-only paths are the same.
+    result = cluster_pages(features(pages, kind, "tag_class"), ClusterParams(method=method, features=kind))
+    assert purity(result.labels, truth) == 1.0
+    # ... and not by cutting everything into singletons: each layout is mostly one cluster.
+    assert len(result.clusters[0].members) >= 20
+    assert len(result.clusters[1].members) >= 20
+
+
+def test_hash_variants_score_fewer_pairs_than_text_mdl() -> None:
+    pages, _ = mixed_host(24)
+    feats = features(pages, "both", "tag_class")
+    evals = {m: cluster_pages(feats, ClusterParams(method=m)).pair_evaluations for m in METHODS}
+    n = len(pages)
+    assert evals["mdl"] >= n * (n - 1) // 2
+    assert evals["minhash"] < evals["mdl"]
+    assert evals["lsh"] < evals["mdl"]
+
+
+def test_clustering_is_deterministic_and_handles_tiny_inputs() -> None:
+    pages, _ = mixed_host(6)
+    feats = features(pages)
+    for method in METHODS:
+        a = cluster_pages(feats, ClusterParams(method=method))
+        b = cluster_pages(list(feats), ClusterParams(method=method))
+        assert a == b
+        assert cluster_pages([], ClusterParams(method=method)).clusters == ()
+        one = cluster_pages(feats[:1], ClusterParams(method=method))
+        assert one.labels == (0,) and one.costs[-1] == one.costs[0]
+
+
+def test_params_are_validated() -> None:
+    with pytest.raises(ConfigError):
+        ClusterParams(method="kmeans")
+    with pytest.raises(ConfigError):
+        ClusterParams(bands=0)
+    with pytest.raises(ConfigError):
+        StreamParams(threshold=0.0)
+    with pytest.raises(ConfigError):
+        StreamParams(max_clusters=0)
+
+
+# -- MinHash and LSH --------------------------------------------------------------------------
+
+
+def test_minhash_estimates_jaccard() -> None:
+    rng = random.Random(7)
+    hasher = MinHasher(256, seed=3)
+    for overlap in (0.1, 0.5, 0.9):
+        common = {rng.getrandbits(64) for _ in range(int(1000 * overlap))}
+        a = common | {rng.getrandbits(64) for _ in range(1000 - len(common))}
+        b = common | {rng.getrandbits(64) for _ in range(1000 - len(common))}
+        true = len(a & b) / len(a | b)
+        est = jaccard_estimate(hasher.signature(a), hasher.signature(b))
+        assert abs(est - true) < 0.1, (overlap, true, est)
+    # The signature of a union is the slot-wise minimum of the signatures.
+    a = {1, 2, 3}
+    b = {3, 4, 5}
+    assert np.array_equal(hasher.signature(a | b), np.minimum(hasher.signature(a), hasher.signature(b)))
+
+
+def test_lsh_candidate_pairs_contain_the_truly_similar_pairs() -> None:
+    """Pages of one layout share an LSH bucket with each other; the two layouts do not."""
+    pages, truth = mixed_host(12)
+    feats = features(pages, "both", "tag_class")
+    ess = noncontent_paths(feats, 2)
+    hasher = MinHasher(128, seed=1)
+    bands = 32
+    buckets: dict[tuple[int, int], set[int]] = {}
+    for i, keys in enumerate(ess):
+        for band, h in enumerate(band_hashes(hasher.signature(keys), bands)):
+            buckets.setdefault((band, h), set()).add(i)
+    candidates = {(i, j) for group in buckets.values() for i in group for j in group if i < j}
+    n = len(ess)
+    similar = set()
+    for i in range(n):
+        for j in range(i + 1, n):
+            jac = len(ess[i] & ess[j]) / len(ess[i] | ess[j])
+            if jac >= 0.8:
+                similar.add((i, j))
+    assert similar  # same-layout pages are close ...
+    assert similar <= candidates  # ... and LSH finds every such pair
+    assert all(truth[i] == truth[j] for i, j in similar)
+    # Banding is what makes it cheap: cross-layout pairs are not candidates.
+    assert not any(truth[i] != truth[j] for i, j in candidates)
+
+
+# -- the streaming assigner -------------------------------------------------------------------
+
+
+def stream(pages: list[SitePage], params: StreamParams) -> tuple[HostClusters, list[int]]:
+    hc = HostClusters(params)
+    sp = SegmentParams(path_mode="tag_class")
+    cids = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], params.features)).cid for p in pages]
+    return hc, cids
+
+
+def test_stream_assigner_separates_layouts_and_is_deterministic() -> None:
+    pages, truth = mixed_host(20)
+    params = StreamParams()
+    hc1, cids1 = stream(pages, params)
+    hc2, cids2 = stream(pages, params)
+    assert cids1 == cids2
+    assert hc1.to_bytes() == hc2.to_bytes()
+    assert purity(cids1, truth) == 1.0
+    assert len(set(cids1)) == 2
+
+
+def test_stream_assigner_reports_new_clusters() -> None:
+    pages, _ = mixed_host(4)
+    hc = HostClusters(StreamParams())
+    sp = SegmentParams(path_mode="tag_class")
+    news = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], "blocks")).new for p in pages]
+    assert news == [True, True, False, False, False, False, False, False]
+
+
+def random_page(rng: random.Random, kind: int) -> set[int]:
+    """A synthetic path set: 40 paths of its kind plus 5 random ones."""
+    return {kind * 1000 + i for i in range(40)} | {rng.getrandbits(60) for _ in range(5)}
+
+
+def test_stream_assigner_is_bounded_and_expires() -> None:
+    params = StreamParams(max_clusters=3, ttl_pages=10)
+    hc = HostClusters(params)
+    rng = random.Random(1)
+    seen = []
+    for page in range(60):
+        a = hc.assign(random_page(rng, page % 7))  # seven kinds round robin: more than the bound
+        seen.append(a)
+        assert len(hc.clusters) <= 3
+    assert any(a.dropped for a in seen)
+    # Expiry: a kind not seen for more than ttl_pages pages is gone.
+    hc = HostClusters(params)
+    first = hc.assign(random_page(rng, 0)).cid
+    for _ in range(11):
+        hc.assign(random_page(rng, 1))
+    a = hc.assign(random_page(rng, 1))
+    assert first in a.dropped or first not in {c.cid for c in hc.clusters}
+    assert first not in {c.cid for c in hc.clusters}
+    back = hc.assign(random_page(rng, 0))
+    assert back.new and back.cid != first
+
+
+def test_stream_assigner_round_trips_through_bytes() -> None:
+    params = StreamParams(max_clusters=4, ttl_pages=50)
+    rng = random.Random(2)
+    pages = [random_page(rng, rng.randrange(6)) for _ in range(120)]
+    whole = HostClusters(params)
+    ref = [whole.assign(p) for p in pages]
+    # Restart from bytes after every page: the same assignments, the same bytes.
+    hc = HostClusters(params)
+    got = []
+    for p in pages:
+        hc = HostClusters.from_bytes(hc.to_bytes(), params)
+        got.append(hc.assign(p))
+    assert got == ref
+    assert hc.to_bytes() == whole.to_bytes()
+    assert len(whole.to_bytes()) <= 4 * (64 * 4 + 20) + 24
+
+
+def test_stream_state_rejects_bad_bytes() -> None:
+    params = StreamParams()
+    hc = HostClusters(params)
+    hc.assign({1, 2, 3})
+    data = hc.to_bytes()
+    with pytest.raises(StateError):
+        HostClusters.from_bytes(b"XXXX" + data[4:], params)
+    with pytest.raises(StateError):
+        HostClusters.from_bytes(data[:-3], params)
+    with pytest.raises(StateError):
+        HostClusters.from_bytes(data, StreamParams(num_perm=32, bands=8))
+    with pytest.raises(StateError):
+        HostClusters.from_bytes(b"", params)
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+def test_clusters_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pages, truth = mixed_host(10)
+    src = write_jsonl(pages, tmp_path / "pages.jsonl")
+    assert main(["clusters", str(src), "--json", "--path-mode", "tag_class"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["host"] for r in records} == {HOST}
+    assert [r["pages"] for r in records][:2] == [10, 10]
+    assert sum(r["pages"] for r in records) == 20
+    top = records[0]
+    assert top["top_paths"] and all(p["pages"] > 5 for p in top["top_paths"])
+    assert len(top["sample_urls"]) == 3
+    url_kind = {p.page.url: t for p, t in zip(pages, truth, strict=True)}
+    assert len({url_kind[u] for u in top["sample_urls"]}) == 1
+    assert main(["clusters", str(src), "--method", "mdl", "--path-mode", "tag_class"]) == 0
+    out = capsys.readouterr().out
+    assert f"{HOST}: 20 pages -> 2 clusters (mdl" in out
