@@ -1,28 +1,52 @@
 # syntax=docker/dockerfile:1
-# Multi-stage: build a wheel and its dependencies in a builder, install into a slim runtime.
+# detemplate stream worker image.
+#
+# Two stages: the build stage runs deploy/build.sh (the wheel of this project, installed with
+# the `stream` extra into /opt/venv, every version pinned by deploy/constraints.txt); the
+# runtime stage is a slim Python with that virtualenv only: no compiler, no pip cache, no
+# sources. CI runs the same deploy/build.sh into a fresh virtualenv (tests/test_image_recipe.py).
+#
+#   docker build -t detemplate:0.1.0 .
+#   docker run --rm -e DETEMPLATE_BROKER=kafka://kafka:9092 -p 9100:9100 detemplate:0.1.0
 
-FROM python:3.11-slim AS build
+ARG PYTHON_VERSION=3.11
+
+FROM python:${PYTHON_VERSION}-slim AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+# Dependencies change less often than the code: the constraints and recipe come first.
+COPY deploy/build.sh deploy/constraints.txt ./deploy/
 COPY pyproject.toml README.md ./
 COPY worker ./worker
-COPY schemas ./schemas
-RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir --upgrade pip \
- && /opt/venv/bin/pip install --no-cache-dir '.[stream]'
+RUN PYTHON=python deploy/build.sh /opt/venv /src \
+ && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} + \
+ && python -m compileall -q /opt/venv/lib
 
-FROM python:3.11-slim
-RUN useradd --create-home --uid 10001 detemplate \
- && mkdir -p /var/lib/detemplate \
- && chown detemplate /var/lib/detemplate
+FROM python:${PYTHON_VERSION}-slim AS runtime
+ARG UID=10001
+RUN groupadd --system --gid ${UID} detemplate \
+ && useradd --system --uid ${UID} --gid ${UID} --home-dir /var/lib/detemplate --no-create-home \
+        --shell /usr/sbin/nologin detemplate \
+ && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/detemplate
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
     DETEMPLATE_DATA_DIR=/var/lib/detemplate
-USER detemplate
+USER ${UID}:${UID}
 WORKDIR /var/lib/detemplate
-# RocksDB state of the worker's tables: keep it on a volume so a restart replays only
-# the changelog delta.
+# The worker's RocksDB state: on a volume (a PersistentVolumeClaim per replica in
+# Kubernetes), so a restarted worker replays only the changelog records written since.
 VOLUME ["/var/lib/detemplate"]
-# Exec form: the worker is PID 1's direct child-free process and receives SIGTERM.
+# /metrics (Prometheus), /healthz (liveness), /readyz (readiness): worker/metrics.py.
+EXPOSE 9100
+# The slim image has no curl: Python asks the liveness endpoint. It fails when the
+# worker's event loop has stopped beating (see docs/deploy.md).
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9100/healthz', timeout=4).status != 200)"]
+# Exec form: detemplate is PID 1 itself (no shell in between), so the SIGTERM of `docker
+# stop` or Kubernetes reaches the worker, which leaves the consumer group and commits.
 ENTRYPOINT ["detemplate"]
 CMD ["worker"]
