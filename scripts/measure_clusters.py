@@ -19,9 +19,12 @@ import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from xxhash import xxh3_64_intdigest
 
 from worker.detect.clusters import (
     ClusterParams,
@@ -221,7 +224,9 @@ def cmd_stream(args: argparse.Namespace) -> None:
 # -- F1 with per-(host, cluster) tables ------------------------------------------------
 
 
-def run_f1(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams) -> dict[str, str]:
+def run_f1(
+    corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams, essential_df: int = 0
+) -> dict[str, str]:
     """Kept text per URL. mode: host (baseline), cluster, cluster_fallback, both_and, both_or."""
     tables: dict[str, HostTable] = {}
     assigners: dict[str, HostClusters] = {}
@@ -250,25 +255,38 @@ def run_f1(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParam
             kept[page.url] = ""
             continue
         keys = sorted({seg.key for b in blocks for seg in b.segments})
-        host_t, _ = template_keys(table(page.host), keys)
+        host_table = table(page.host)
+        host_t, _ = template_keys(host_table, keys)
         if mode == "host":
             tk = host_t
         else:
             hc = assigners.get(page.host)
             if hc is None:
                 hc = assigners[page.host] = HostClusters(sparams)
-            a = hc.assign(page_paths(blocks, sparams.features))
+            feats = page_paths(blocks, sparams.features)
+            if essential_df:
+                # The paper's non-content paths, online: the page's segments that the
+                # host has already seen on at least essential_df pages.
+                feats = feats | {k for k in keys if host_table.df(k) >= essential_df}
+            a = hc.assign(feats)
+            if mode.endswith("_random"):
+                # Control: a table per "cluster" of pages picked at random (3 groups),
+                # to tell a per-kind table from a second, smaller table of any pages.
+                a = replace(a, cid=xxh3_64_intdigest(page.url.encode()) % 3)
+                mode_ = mode.removesuffix("_random")
+            else:
+                mode_ = mode
             for cid in a.dropped:
                 tables.pop(f"{page.host}\x1f{cid}", None)
             ct = table(f"{page.host}\x1f{a.cid}")
             cl_t, cl_warm = template_keys(ct, keys)
-            if mode == "cluster":
+            if mode_ == "cluster":
                 tk = cl_t
-            elif mode == "cluster_fallback":
+            elif mode_ == "cluster_fallback":
                 tk = cl_t if ct.pages >= tp.template_df else host_t
-            elif mode == "both_and":
+            elif mode_ == "both_and":
                 tk = (host_t & cl_t) if cl_warm else host_t
-            elif mode == "both_or":
+            elif mode_ == "both_or":
                 tk = host_t | cl_t
             else:
                 raise SystemExit(f"unknown mode {mode}")
@@ -284,13 +302,15 @@ def run_f1(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParam
 
 def cmd_f1(args: argparse.Namespace) -> None:
     params = EngineParams()
-    sparams = StreamParams(features=args.features[0], threshold=args.thresholds[0], max_clusters=args.max_clusters)
+    sparams = StreamParams(
+        features=args.features[0], threshold=args.thresholds[0], max_clusters=args.max_clusters, follow=args.follow
+    )
     results: dict[str, list[float]] = {}
     for name in MULTI:
         corpus = load_corpus(Path(args.corpora) / name)
         line = [f"{name:28s}"]
         for mode in args.modes:
-            kept = run_f1(corpus, mode, params, sparams)
+            kept = run_f1(corpus, mode, params, sparams, args.essential_df)
             s = score_texts(corpus.gold, kept)
             results.setdefault(mode, []).append(s.f1 or 0.0)
             line.append(f"{mode}: P={s.precision:.3f} R={s.recall:.3f} F1={s.f1:.4f}")
@@ -309,6 +329,8 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["host", "cluster", "cluster_fallback", "both_and", "both_or"])
     ap.add_argument("--max-clusters", type=int, default=8)
     ap.add_argument("--names", nargs="*")
+    ap.add_argument("--follow", action="store_true")
+    ap.add_argument("--essential-df", type=int, default=0)
     ap.add_argument("--min-support", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -570,6 +570,8 @@ class StreamParams:
         coefficient is at least this; otherwise it opens a new cluster.
     max_clusters: clusters kept per host; the least recently seen goes when full.
     ttl_pages: a cluster not seen for this many of the host's pages expires.
+    follow: the representative signature is the latest member's (True) or the
+        first member's (False): following lets a cluster drift with its pages.
     """
 
     features: str = "blocks"
@@ -579,6 +581,7 @@ class StreamParams:
     max_clusters: int = 8
     ttl_pages: int = 500
     seed: int = 1
+    follow: bool = False
 
     def __post_init__(self) -> None:
         if self.features not in FEATURES:
@@ -659,6 +662,9 @@ class HostClusters:
         if best is not None and best_sim >= p.threshold:
             best.pages += 1
             best.last_seen = page
+            if p.follow:
+                best.signature = sig
+                best.bands = bands
             return Assignment(best.cid, False, best_sim, tuple(dropped))
         if len(self.clusters) >= p.max_clusters:
             victim = min(self.clusters, key=lambda c: (c.last_seen, c.cid))
