@@ -43,7 +43,7 @@ create "$TOPIC_RAW" "$PARTITIONS" cleanup.policy=delete "retention.ms=$RAW_RETEN
 # State changelog: one partition per input partition, compacted and never deleted by time.
 # Each host keeps 2K page deltas + 2 snapshots under fixed keys, so compaction bounds it.
 create "$TOPIC_STATE" "$PARTITIONS" cleanup.policy=compact retention.ms=-1 \
-    min.cleanable.dirty.ratio=0.2 segment.ms=3600000 min.compaction.lag.ms=60000
+    min.cleanable.dirty.ratio=0.2 segment.ms=3600000
 create "$TOPIC_CLEAN" "$OUT_PARTITIONS" cleanup.policy=delete "retention.ms=$OUT_RETENTION_MS" compression.type=producer
 create "$TOPIC_EVENTS" "$OUT_PARTITIONS" cleanup.policy=delete "retention.ms=$OUT_RETENTION_MS"
 create "$TOPIC_DEAD" "$OUT_PARTITIONS" cleanup.policy=delete "retention.ms=$DEAD_RETENTION_MS"
