@@ -104,9 +104,10 @@ def test_every_record_of_a_run_validates(tmp_path: Path, with_html: bool) -> Non
         assert errors("clean-page", r) == [], r["url"]
         assert ("html" in r) is with_html
         assert errors("dead-letter", r) != []
-    # Both kinds of block and both methods occur, so their values are checked too.
-    verdicts = {(b["verdict"], b["method"]) for r in clean for b in r["blocks"]}
-    assert verdicts == {("content", "cold"), ("content", "table"), ("template", "table")}
+    # Both verdicts occur, and blocks decided by the table, so their values are checked too.
+    blocks = [b for r in clean for b in r["blocks"]]
+    assert {b["verdict"] for b in blocks} == {"content", "template"}
+    assert {"table"} < {b["method"] for b in blocks}  # and by a cold-start method on first pages
     assert {e["type"] for e in evs} == {"template.learned", "template.changed"}
     for e in evs:
         assert errors("template-event", e) == [], e
@@ -208,7 +209,8 @@ def test_base64_bodies_decode_with_the_right_charset(tmp_path: Path) -> None:
     for name, rec in zip(names, recs, strict=True):
         assert errors("clean-page", rec) == [], name
         assert rec["host"] == f"{name}.example"
-        assert rec["text"] == CHARSET_CASES[name][2], name
+        # Block texts, whatever their verdict: a one-block cold page may be judged either way.
+        assert [b["text"] for b in rec["blocks"]] == [CHARSET_CASES[name][2]], name
     for line in lines:
         assert errors("raw-page", json.loads(line)) == []
 

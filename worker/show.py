@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from worker.errors import ConfigError, DetemplateError
-from worker.model import CONTENT, METHOD_TABLE, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
+from worker.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
 from worker.params import EngineParams, with_overrides
 from worker.pipeline import decide
 from worker.segment import segment_html
@@ -128,8 +128,10 @@ def build_view(
     if outcome.clean is not None:
         _, blocks = segment_html(page.html, params.segment)
         assert [b.path for b in blocks] == [v.path for v in outcome.clean.blocks]  # the same segmentation
-        for block, verdict in zip(blocks, outcome.clean.blocks, strict=True):
-            judged = verdict.method == METHOD_TABLE
+        # Segments are template by the table only once it has seen `threshold` pages
+        # (before, decide calls the page cold, whatever decided its blocks then).
+        judged = work.pages >= threshold
+        for block in blocks:
             segments.append(
                 tuple(
                     SegmentView(s.text, work.df(s.key), judged and work.df(s.key) >= threshold) for s in block.segments
