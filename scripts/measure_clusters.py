@@ -140,6 +140,8 @@ def cmd_compare(args: argparse.Namespace) -> None:
         corpus = load_corpus(Path(args.corpora) / name)
         sp = SegmentParams(path_mode=args.path_mode)
         pages = blocks_of(corpus, sp)
+        if args.limit:
+            pages = pages[: args.limit]
         types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages] if name in URL_TYPES else ["?"] * len(pages)
         feats = [page_paths(b, args.features[0]) for _, b in pages]
         labels_of = {}
@@ -225,7 +227,12 @@ def cmd_stream(args: argparse.Namespace) -> None:
 
 
 def run_f1(
-    corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams, essential_df: int = 0
+    corpus: Corpus,
+    mode: str,
+    params: EngineParams,
+    sparams: StreamParams,
+    essential_df: int = 0,
+    feature_segment: SegmentParams | None = None,
 ) -> dict[str, str]:
     """Kept text per URL. mode: host (baseline), cluster, cluster_fallback, both_and, both_or."""
     tables: dict[str, HostTable] = {}
@@ -250,7 +257,9 @@ def run_f1(
 
     for page in corpus.pages:
         try:
-            blocks = segment_tree(parse(page.html, params.segment), params.segment)
+            tree = parse(page.html, params.segment)
+            blocks = segment_tree(tree, params.segment)
+            fblocks = segment_tree(tree, feature_segment) if feature_segment is not None else blocks
         except BadInputError:
             kept[page.url] = ""
             continue
@@ -263,7 +272,7 @@ def run_f1(
             hc = assigners.get(page.host)
             if hc is None:
                 hc = assigners[page.host] = HostClusters(sparams)
-            feats = page_paths(blocks, sparams.features)
+            feats = page_paths(fblocks, sparams.features)
             if essential_df:
                 # The paper's non-content paths, online: the page's segments that the
                 # host has already seen on at least essential_df pages.
@@ -310,7 +319,8 @@ def cmd_f1(args: argparse.Namespace) -> None:
         corpus = load_corpus(Path(args.corpora) / name)
         line = [f"{name:28s}"]
         for mode in args.modes:
-            kept = run_f1(corpus, mode, params, sparams, args.essential_df)
+            fseg = SegmentParams(path_mode=args.path_mode) if args.path_mode != "tag" else None
+            kept = run_f1(corpus, mode, params, sparams, args.essential_df, fseg)
             s = score_texts(corpus.gold, kept)
             results.setdefault(mode, []).append(s.f1 or 0.0)
             line.append(f"{mode}: P={s.precision:.3f} R={s.recall:.3f} F1={s.f1:.4f}")
@@ -330,6 +340,7 @@ def main() -> None:
     ap.add_argument("--max-clusters", type=int, default=8)
     ap.add_argument("--names", nargs="*")
     ap.add_argument("--follow", action="store_true")
+    ap.add_argument("--limit", type=int, default=0, help="compare: only the first N pages")
     ap.add_argument("--essential-df", type=int, default=0)
     ap.add_argument("--min-support", type=int, default=2)
     ap.add_argument("--json", action="store_true")

@@ -163,8 +163,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz), WARC(.gz) or a folder of .html files")
     p.add_argument("--json", action="store_true", help="one JSON line per cluster instead of the table")
     p.add_argument("--method", choices=METHODS, default="lsh", help="candidate pairs: all (mdl), MinHash, LSH")
-    p.add_argument("--features", choices=FEATURES, default="both", help="paths that describe a page")
-    p.add_argument("--path-mode", choices=PATH_MODES, default="tag", help="how DOM paths name elements")
+    p.add_argument("--features", choices=FEATURES, default="blocks", help="paths that describe a page")
+    p.add_argument(
+        "--path-mode", choices=PATH_MODES, default="tag_class", help="how DOM paths name elements (tag_class: measured)"
+    )
     p.add_argument("--num-perm", type=int, default=128, help="MinHash functions")
     p.add_argument("--bands", type=int, default=32, help="LSH bands")
     p.add_argument("--neighbours", type=int, default=8, help="LSH candidates per cluster")

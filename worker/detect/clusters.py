@@ -252,6 +252,8 @@ class ClusterParams:
 
     method: ``mdl``, ``minhash`` or ``lsh`` (module docstring).
     features: which paths describe a page: ``blocks``, ``segments`` or ``both``.
+        Measured (docs/clusters.md): block paths, with class names on the path,
+        match URL page types best; text paths split one page type into sub-families.
     num_perm: MinHash functions per signature.
     bands: LSH bands (num_perm // bands rows each).
     lsh_neighbours: at most this many LSH bucket mates per cluster are candidates.
@@ -264,7 +266,7 @@ class ClusterParams:
     """
 
     method: str = "lsh"
-    features: str = "both"
+    features: str = "blocks"
     num_perm: int = 128
     bands: int = 32
     lsh_neighbours: int = 8
