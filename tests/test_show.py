@@ -171,3 +171,38 @@ def test_screenshot_in_headless_chromium(tmp_path: Path, crawl: tuple) -> None:
     assert shaded > total * 0.03, shaded
     assert white > total * 0.10, white
     assert edge > 500 and green > 200, (edge, green)
+
+
+def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> None:
+    """A worker's data folder (Faust's v1/tables/hosts-<partition>.db holding the changelog
+    records of worker.stream.state) gives the same table as `run --state`."""
+    from rocksdict import Options, Rdict
+
+    from worker.pipeline import decide
+    from worker.settings import StreamSettings
+    from worker.stream.state import StateLayout
+    from worker.table import HostTable
+
+    src, state, _, site = crawl
+    params = EngineParams()
+    layout = StateLayout(params, StreamSettings().snapshot_every)
+    db_dir = tmp_path / "data" / "v1" / "tables"
+    db_dir.mkdir(parents=True)
+    Rdict(str(db_dir / "hosts-0.db"), Options(raw_mode=True)).close()  # another partition, empty
+    db = Rdict(str(db_dir / "hosts-1.db"), Options(raw_mode=True))
+    table = HostTable(params.table)
+    for offset, sp in enumerate(site):  # what the worker's agent does for each page
+        out = decide(sp.page, table, params)
+        table.source_offset = offset
+        for key, value in layout.records(HOST, table, out.applied):
+            db[key] = value
+    db.close()
+
+    views = {}
+    for name, folder in (("stream", tmp_path / "data"), ("offline", state)):
+        views[name] = tmp_path / f"{name}.html"
+        rc = main(["show", site[20].page.url, "--input", str(src), "--state", str(folder), "-o", str(views[name])])
+        assert rc == 0
+    assert blocks_of(views["stream"]) == blocks_of(views["offline"])
+    assert "rebuilt from the worker state hosts-1.db" in views["stream"].read_text(encoding="utf-8")
+    assert {v for v, _ in blocks_of(views["stream"])} == {"template", "content"}

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from worker.errors import ConfigError, DetemplateError
+from worker.errors import ConfigError, DetemplateError, StateError
 from worker.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
 from worker.params import EngineParams, with_overrides
 from worker.pipeline import decide
@@ -441,12 +441,26 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def load_state_table(state: str, host: str, params: EngineParams) -> tuple[HostTable, str]:
-    """A copy of the host's table from the RocksDB state of `detemplate run --state` (read, never written)."""
+    """A copy of the host's table from a state folder (read, never written).
+
+    Either the RocksDB state of `detemplate run --state`, or the data folder of a stream
+    worker (DETEMPLATE_DATA_DIR: Faust's ``v1/tables/<table>-<partition>.db``, holding the
+    changelog records of worker/stream/state.py), opened read-only.
+    """
+    path = Path(state)
+    if (path / "CURRENT").is_file():
+        return _offline_table(path, host, params)
+    partitions = sorted(path.glob("v*/tables/*-*.db")) or sorted(path.glob("tables/*-*.db"))
+    if partitions:
+        return _stream_table(path, partitions, host, params)
+    raise ConfigError(
+        f"{state} is not a RocksDB state folder (of `detemplate run --state`) or a worker's DETEMPLATE_DATA_DIR"
+    )
+
+
+def _offline_table(path: Path, host: str, params: EngineParams) -> tuple[HostTable, str]:
     from worker.state.rocks import RocksStore
 
-    path = Path(state)
-    if not (path / "CURRENT").is_file():
-        raise ConfigError(f"{state} is not a RocksDB state folder (made by `detemplate run --state`)")
     store = RocksStore(path, params.table)
     try:
         table = store.get(host)
@@ -454,8 +468,37 @@ def load_state_table(state: str, host: str, params: EngineParams) -> tuple[HostT
     finally:
         store.close()  # nothing was put, so nothing is written
     if copy is None:
-        return HostTable(params.table), f"an empty table: host {host!r} is not in the state at {state}"
-    return copy, f"a copy of the host's table in the state at {state} ({copy.pages} pages; the state is not changed)"
+        return HostTable(params.table), f"an empty table: host {host!r} is not in the state at {path}"
+    return copy, f"a copy of the host's table in the state at {path} ({copy.pages} pages; the state is not changed)"
+
+
+def _stream_table(path: Path, partitions: list[Path], host: str, params: EngineParams) -> tuple[HostTable, str]:
+    from rocksdict import AccessType, Options, Rdict
+
+    from worker.settings import load as load_settings
+    from worker.stream.state import StateLayout
+
+    # The delta slots depend on K: the worker's DETEMPLATE_SNAPSHOT_EVERY must be set here too.
+    layout = StateLayout(params, load_settings().snapshot_every)
+    for db_path in partitions:
+        try:
+            db = Rdict(str(db_path), Options(raw_mode=True), access_type=AccessType.read_only())
+        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
+            raise StateError(f"cannot open the worker state {db_path}: {exc}") from exc
+        try:
+            table = layout.load(db.get, host)
+        except Exception as exc:
+            if isinstance(exc, DetemplateError):
+                raise
+            raise StateError(f"cannot read the worker state {db_path}: {exc}") from exc
+        finally:
+            db.close()
+        if table is not None:
+            return table, (
+                f"the host's table rebuilt from the worker state {db_path.name} in {path} ({table.pages} pages; "
+                "read only)"
+            )
+    return HostTable(params.table), f"an empty table: host {host!r} is in none of the worker's partitions at {path}"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -475,7 +518,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("target", metavar="URL-or-FILE", help="the page's URL (found in --input) or an .html file")
     p.add_argument("-o", "--output", required=True, help="write the HTML view here")
-    p.add_argument("--state", metavar="DIR", help="decide against the host's table in this RocksDB state (read only)")
+    p.add_argument(
+        "--state",
+        metavar="DIR",
+        help="decide against the host's table in this state: a `run --state` folder or a worker's data folder "
+        "(read only; for a worker's, set DETEMPLATE_SNAPSHOT_EVERY as the worker has it)",
+    )
     p.add_argument(
         "--input",
         action="append",
