@@ -35,7 +35,9 @@ from worker.detect.clusters import (
 )
 from worker.errors import BadInputError
 from worker.evaluate import Corpus, load_corpus, score_texts
+from worker.model import CONTENT
 from worker.params import EngineParams, SegmentParams
+from worker.pipeline import decide
 from worker.segment import parse, segment_tree
 from worker.table import HostTable
 
@@ -215,7 +217,7 @@ def cmd_stream(args: argparse.Namespace) -> None:
         types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages]
         for feat in args.features:
             for thr in args.thresholds:
-                sparams = StreamParams(features=feat, threshold=thr)
+                sparams = StreamParams(features=feat, threshold=thr, follow=args.follow)
                 labels = stream_labels(pages, sparams)
                 pur, inv = purity(labels, types)
                 print(
@@ -309,6 +311,56 @@ def run_f1(
     return kept
 
 
+def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams) -> dict[str, str]:
+    """Kept text per URL through worker.pipeline.decide (whatever detector it runs now).
+
+    mode: pipe_host (one table per host), pipe_cluster (one per host and cluster),
+    pipe_or (a block is template when either decides so), pipe_or_random (control).
+    """
+    tables: dict[str, HostTable] = {}
+    assigners: dict[str, HostClusters] = {}
+    kept: dict[str, str] = {}
+
+    def table(key: str) -> HostTable:
+        t = tables.get(key)
+        if t is None:
+            t = tables[key] = HostTable(params.table)
+        return t
+
+    for page in corpus.pages:
+        host_out = decide(page, table(page.host), params) if mode != "pipe_cluster" else None
+        if mode == "pipe_host":
+            assert host_out is not None
+            kept[page.url] = host_out.clean.text if host_out.clean is not None else ""
+            continue
+        try:
+            blocks = segment_tree(parse(page.html, params.segment), params.segment)
+        except BadInputError:
+            kept[page.url] = ""
+            continue
+        hc = assigners.get(page.host)
+        if hc is None:
+            hc = assigners[page.host] = HostClusters(sparams)
+        a = hc.assign(page_paths(blocks, sparams.features))
+        cid = xxh3_64_intdigest(page.url.encode()) % 3 if mode == "pipe_or_random" else a.cid
+        for gone in a.dropped:
+            tables.pop(f"{page.host}\x1f{gone}", None)
+        cl_out = decide(page, table(f"{page.host}\x1f{cid}"), params)
+        if cl_out.clean is None:
+            kept[page.url] = ""
+            continue
+        if host_out is None:
+            kept[page.url] = cl_out.clean.text
+            continue
+        assert host_out.clean is not None
+        kept[page.url] = "\n".join(
+            h.text
+            for h, c in zip(host_out.clean.blocks, cl_out.clean.blocks, strict=True)
+            if h.verdict == CONTENT and c.verdict == CONTENT
+        )
+    return kept
+
+
 def cmd_f1(args: argparse.Namespace) -> None:
     params = EngineParams()
     sparams = StreamParams(
@@ -320,7 +372,10 @@ def cmd_f1(args: argparse.Namespace) -> None:
         line = [f"{name:28s}"]
         for mode in args.modes:
             fseg = SegmentParams(path_mode=args.path_mode) if args.path_mode != "tag" else None
-            kept = run_f1(corpus, mode, params, sparams, args.essential_df, fseg)
+            if mode.startswith("pipe_"):
+                kept = run_f1_pipeline(corpus, mode, params, sparams)
+            else:
+                kept = run_f1(corpus, mode, params, sparams, args.essential_df, fseg)
             s = score_texts(corpus.gold, kept)
             results.setdefault(mode, []).append(s.f1 or 0.0)
             line.append(f"{mode}: P={s.precision:.3f} R={s.recall:.3f} F1={s.f1:.4f}")
