@@ -45,7 +45,7 @@ EXPOSE 9100
 # The slim image has no curl: Python asks the liveness endpoint. It fails when the
 # worker's event loop has stopped beating (see docs/deploy.md).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:9100/healthz', timeout=4).status != 200)"]
+    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('DETEMPLATE_METRICS_PORT', '9100'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
 # Exec form: detemplate is PID 1 itself (no shell in between), so the SIGTERM of `docker
 # stop` or Kubernetes reaches the worker, which leaves the consumer group and commits.
 ENTRYPOINT ["detemplate"]

@@ -84,9 +84,22 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert json.loads(only(runtime, "VOLUME")[-1]) == [data_dir.group(1)]
     assert only(runtime, "EXPOSE") == [str(METRICS_PORT)]
     health = only(runtime, "HEALTHCHECK")[-1]
-    assert f"127.0.0.1:{METRICS_PORT}/healthz" in health
     cmd = json.loads(health.split(" CMD ", 1)[1])
     assert cmd[0] == "python"  # the slim image has no curl
+    assert "http://127.0.0.1:{port}/healthz" in cmd[-1] and f"'{METRICS_PORT}'" in cmd[-1]
+    # The check itself: it asks a real liveness endpoint and exits 0 only on 200.
+    from worker.metrics import Metrics
+
+    metrics = Metrics()
+    server = metrics.start_server("127.0.0.1", 0)
+    try:
+        env = {**os.environ, "DETEMPLATE_METRICS_PORT": str(server.port)}
+        assert subprocess.run([sys.executable, *cmd[1:]], env=env, timeout=30, check=False).returncode == 0
+        metrics.beat()
+        metrics.liveness_timeout_s = -1.0  # the loop stopped beating
+        assert subprocess.run([sys.executable, *cmd[1:]], env=env, timeout=30, check=False).returncode != 0
+    finally:
+        server.stop()
     # Every file the build copies exists.
     for stage in stages:
         for copy in only(stage, "COPY"):
