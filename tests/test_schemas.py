@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 
 from tests.factories import interleave, make_site, write_jsonl
@@ -219,3 +221,34 @@ def test_jsonl_written_by_the_factory_is_raw_page_input(tmp_path: Path) -> None:
     path = write_jsonl(make_site("f.example", 3, seed=4), tmp_path / "f.jsonl")
     for line in path.read_text(encoding="utf-8").splitlines():
         assert errors("raw-page", json.loads(line)) == []
+
+
+ABSENT = object()
+_FIELD_VALUES: dict[str, list[Any]] = {
+    "v": [ABSENT, 1, 2],
+    "url": [ABSENT, "https://a.example/p.html", "no-host-name", "", 7, None],
+    "host": [ABSENT, None, "A.Example", " ", "", 3],
+    "html": [ABSENT, None, "<p>x</p>", 5, ["<p>"]],
+    "body_b64": [ABSENT, None, "PHA+eDwvcD4=", "%%%", 1],
+    "content_type": [ABSENT, None, "text/html", "text/html; charset=utf-8", "image/png", 2],
+}
+
+
+@given(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in _FIELD_VALUES.items()}))
+@settings(max_examples=400, deadline=None, derandomize=True)
+def test_raw_page_schema_and_decoder_agree_on_any_record(fields_: dict[str, Any]) -> None:
+    """Valid by the schema => decoded (or dead for its content, not its shape); invalid =>
+    bad_record, except for what the decoder ignores: `v`, and the body fields when `html` is text."""
+    record = {k: v for k, v in fields_.items() if v is not ABSENT}
+    got = _jsonl_record(json.dumps(record).encode(), "t:1")
+    reason = got.reason if isinstance(got, DeadPage) else "page"
+    if errors("raw-page", record) == []:
+        no_host = record.get("host") is None and record["url"] == "no-host-name"
+        assert reason in ("page", "not_html", "undecodable") or (reason == "bad_record" and no_host), reason
+        return
+    ignored = {k: v for k, v in record.items() if k != "v"}
+    if isinstance(record.get("html"), str):
+        ignored = {k: v for k, v in ignored.items() if k not in ("body_b64", "content_type")}
+    if errors("raw-page", ignored) == []:
+        return  # only what the decoder ignores is wrong
+    assert reason == "bad_record", (record, reason)
