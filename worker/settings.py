@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from worker.errors import ConfigError
+from worker.params import EngineParams, with_overrides
 
 ENV_PREFIX = "DETEMPLATE_"
 
@@ -40,6 +41,10 @@ class StreamSettings:
     commit_interval_s: how often consumed offsets are committed.
     standby_replicas: standby copies of each state partition kept by other workers.
     linger_ms: producer batching delay.
+    compression: producer compression of the worker's output: lz4, zstd, snappy, gzip or
+        "" for none (the default: measured on Tansu, lz4 cost throughput, docs/stream.md).
+    params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
+        several separated by ";". Give the worker the same ones as the offline run.
     """
 
     broker: str = "kafka://127.0.0.1:9092"
@@ -61,6 +66,8 @@ class StreamSettings:
     commit_interval_s: float = 1.0
     standby_replicas: int = 0
     linger_ms: int = 10
+    compression: str = ""
+    params: str = ""
 
     def __post_init__(self) -> None:
         if self.partitions < 1 or self.out_partitions < 1:
@@ -69,8 +76,11 @@ class StreamSettings:
             raise ConfigError("snapshot_every must be at least 2")
         if self.heartbeat_s <= 0 or self.session_timeout_s <= self.heartbeat_s:
             raise ConfigError("session_timeout_s must exceed heartbeat_s > 0")
+        if self.compression not in ("", "lz4", "zstd", "snappy", "gzip"):
+            raise ConfigError(f"compression must be lz4, zstd, snappy, gzip or empty, not {self.compression!r}")
         if self.standby_replicas < 0:
             raise ConfigError("standby_replicas must not be negative")
+        self.engine_params()  # fail early on a bad override
         names = [self.topic_raw, self.topic_clean, self.topic_events, self.topic_dead, self.topic_state]
         if len(set(names)) != len(names):
             raise ConfigError(f"topic names must be distinct: {names}")
@@ -95,6 +105,11 @@ class StreamSettings:
             # Faust's own leader-election topic: it would be auto-created otherwise.
             f"{self.app_id}-__assignor-__leader": 1,
         }
+
+    def engine_params(self) -> EngineParams:
+        """The algorithm parameters: defaults with the `params` overrides applied."""
+        items = [item.strip() for item in self.params.split(";") if item.strip()]
+        return with_overrides(EngineParams(), items)
 
     def with_overrides(self, **changes: Any) -> StreamSettings:
         """A copy with the given fields changed; None values are ignored (unset flags)."""

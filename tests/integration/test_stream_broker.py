@@ -37,7 +37,8 @@ def assert_same_as_offline(c: Cluster, pages: list[RawPage], clean_values: dict[
         # Duplicates (replayed pages) are allowed but must be identical to the first copy.
         by_url = {json.loads(v)["url"]: v for v in expected}
         for v in got:
-            assert v == by_url[json.loads(v)["url"]], f"{host}: a clean page differs from the offline run"
+            want = by_url[json.loads(v)["url"]]
+            assert v == want, f"{host}: a clean page differs from the offline run:\n{v[:600]!r}\n{want[:600]!r}"
         assert first_per_url(got) == expected, f"{host}: clean pages differ from the offline run"
     events = by_host(c.read(c.settings.topic_events))
     for host in ref.clean:

@@ -22,6 +22,7 @@ drops the older one, the worker makes sure the pages it covered are committed.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -144,16 +145,17 @@ class StreamWorker:
             value_type=bytes,
             changelog_topic=changelog,
         )
-        app.on_partitions_revoked.connect(self._on_revoked)
-        app.on_partitions_assigned.connect(self._on_assigned)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types handlers narrowly
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # same
         app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
         app.timer(2.0)(self._log_stats)
 
-    async def _on_revoked(self, sender: Any, revoked: Any = (), **kwargs: Any) -> None:
+    async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self._forget()
 
-    async def _on_assigned(self, sender: Any, assigned: Any = (), **kwargs: Any) -> None:
+    async def _on_assigned(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self._forget()
+        assigned = args[0] if args else kwargs.get("assigned", ())
         mine = sorted(tp.partition for tp in assigned if tp.topic == self.settings.topic_raw)
         logger.info("assigned partitions=%s of %s", mine, self.settings.topic_raw)
 
@@ -255,17 +257,36 @@ class StreamWorker:
             )
         await self._send_outcome(page.host, outcome)
 
+    async def _send(self, topic: str, key: bytes, value: bytes) -> None:
+        # Straight to the producer (Faust's Topic.send costs more per message than the
+        # page's own JSON). Faust flushes this producer before it commits input offsets.
+        fut = await self.app.producer.send(topic, key, value, None, None, None)
+        fut.add_done_callback(_exit_on_send_error)  # type: ignore[attr-defined]
+
     async def _send_outcome(self, host: str, outcome: Outcome) -> None:
         hkey = host.encode()
         assert outcome.clean is not None
-        await self.clean_topic.send(key=hkey, value=codec.encode_clean(outcome.clean))
+        await self._send(self.settings.topic_clean, hkey, codec.encode_clean(outcome.clean))
         for ev in outcome.events:
-            await self.events_topic.send(key=hkey, value=codec.encode_event(ev))
+            await self._send(self.settings.topic_events, hkey, codec.encode_event(ev))
 
     async def _send_dead(self, dead: DeadPage, raw: bytes | None) -> None:
         self.stats.dead += 1
         logger.debug("dead letter %s: %s (%s)", dead.reason, dead.detail, dead.source)
-        await self.dead_topic.send(key=dead.host.encode(), value=codec.encode_dead(dead, raw or b""))
+        await self._send(self.settings.topic_dead, dead.host.encode(), codec.encode_dead(dead, raw or b""))
+
+
+def _exit_on_send_error(fut: Any) -> None:
+    """A message the producer gave up on: stop the process at once, before any offset commit.
+
+    This callback runs before Faust's flush-then-commit can go on, so the input offsets
+    of the lost message are not committed: a restarted worker reads them again, as after
+    SIGKILL (which the state design recovers from with nothing lost).
+    """
+    if fut.cancelled() or fut.exception() is None:
+        return
+    logger.critical("a message could not be sent, exiting so that its input is read again: %r", fut.exception())
+    os._exit(70)
 
 
 def build_app(settings: StreamSettings, params: EngineParams | None = None) -> tuple[DetemplateApp, StreamWorker]:
@@ -285,7 +306,8 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         producer_linger=settings.linger_ms / 1000.0,
         table_standby_replicas=settings.standby_replicas,
         consumer_auto_offset_reset="earliest",
+        producer_compression_type=settings.compression or None,
         web_enabled=False,
     )
-    worker = StreamWorker(app, settings, params or EngineParams())
+    worker = StreamWorker(app, settings, params or settings.engine_params())
     return app, worker

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -37,6 +38,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partitions", type=int, help="partitions of pages.raw (env DETEMPLATE_PARTITIONS)")
     p.add_argument("--app-id", help="consumer group id (env DETEMPLATE_APP_ID)")
     p.add_argument("--html", dest="with_html", action="store_true", default=None, help="publish cleaned HTML too")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override an algorithm parameter as `run --param` does (repeatable; env DETEMPLATE_PARAMS, ';'-separated)",
+    )
     p.set_defaults(func=_worker)
 
     p = subparsers.add_parser(
@@ -91,6 +99,7 @@ def _worker(args: argparse.Namespace) -> int:
             partitions=args.partitions,
             app_id=args.app_id,
             with_html=args.with_html,
+            params=";".join(args.param) if args.param else None,
         )
     except DetemplateError as exc:
         print(f"detemplate worker: {exc}", file=sys.stderr)
@@ -105,7 +114,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     from worker.stream.app import build_app
 
-    app, _ = build_app(settings)
+    app, _ = build_app(settings, settings.engine_params())
     logger.info("worker: broker=%s group=%s data_dir=%s tansu=%s", settings.broker, settings.app_id,
                 settings.data_dir, settings.tansu)
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
@@ -131,10 +140,8 @@ def _broker(args: argparse.Namespace) -> int:
             "Ctrl-C stops the broker.",
             flush=True,
         )
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             signal.sigwait({signal.SIGINT, signal.SIGTERM})
-        except KeyboardInterrupt:
-            pass
     return 0
 
 

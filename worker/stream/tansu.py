@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, Transport
 from faust.types import TP
 
