@@ -36,7 +36,7 @@ def blocks_of(path: Path) -> list[tuple[str, str]]:
     tree = LexborHTMLParser(path.read_text(encoding="utf-8"))
     return [
         (n.attributes["data-verdict"] or "", " ".join(norm(seg.text(deep=False)) for seg in n.css(".seg")))
-        for n in tree.css("div.block")
+        for n in tree.css("div.block[data-verdict]")
     ]
 
 
@@ -85,7 +85,7 @@ def test_view_without_state_shows_what_run_decided(tmp_path: Path, crawl: tuple)
         assert [v for v, _ in shown] == [b["verdict"] for b in decided]
         assert [t[:80] for _, t in shown] == [norm(b["text"]) for b in decided]
         tree = LexborHTMLParser(view.read_text(encoding="utf-8"))
-        methods = {n.attributes["data-method"] for n in tree.css("div.block")}
+        methods = {n.attributes["data-method"] for n in tree.css("div.block[data-verdict]")}
         assert methods == {b["method"] for b in decided}
         assert f"<b>{index + 1}</b><span>host page no.</span>" in view.read_text(encoding="utf-8")
 
@@ -109,7 +109,7 @@ def test_lone_file_is_cold_and_says_so(tmp_path: Path) -> None:
     view = tmp_path / "v.html"
     assert main(["show", str(page), "-o", str(view)]) == 0
     tree = LexborHTMLParser(view.read_text(encoding="utf-8"))
-    assert "table" not in {n.attributes["data-method"] for n in tree.css("div.block")}  # nothing learned
+    assert "table" not in {n.attributes["data-method"] for n in tree.css("div.block[data-verdict]")}  # nothing learned
     html = view.read_text(encoding="utf-8")
     assert "an empty table" in html and "No history" in html
 

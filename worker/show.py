@@ -185,10 +185,12 @@ section.host dd { margin: 0; font-variant-numeric: tabular-nums; }
 .legend i.t { background: var(--tpl); border-left: 4px solid var(--tpl-edge); }
 .legend i.c { background: #fff; border: 1px solid var(--line); border-left: 4px solid var(--ok-edge); }
 .blocklist { border: 1px solid var(--line); border-radius: 6px; overflow: hidden; background: #fff; }
-.block { display: grid; grid-template-columns: 92px 128px 78px 44px minmax(0, 1fr) minmax(0, 210px);
+.block { display: grid; grid-template-columns: 92px 128px 78px 70px minmax(0, 1fr) minmax(0, 190px);
          gap: 10px; align-items: baseline; padding: 5px 10px; border-left: 5px solid var(--ok-edge);
          border-bottom: 1px solid var(--line); background: #fff; font-size: 14px; }
 .block:last-child { border-bottom: 0; }
+.block.head { background: #eef2f6; border-left-color: #eef2f6; font-size: 11px; color: var(--muted);
+              text-transform: uppercase; letter-spacing: .04em; padding-top: 4px; padding-bottom: 4px; }
 .block.template { background: var(--tpl); border-left-color: var(--tpl-edge); color: var(--tpl-ink);
                   border-bottom-color: #ecc3bb; }
 .block .m { font-size: 12px; color: var(--muted); white-space: nowrap; font-variant-numeric: tabular-nums; }
@@ -247,9 +249,14 @@ def render(view: PageView) -> str:
         ):
             parts.append(f'<div class="card"><b>{e(value)}</b><span>{e(label)}</span></div>')
         parts.append("</div>")
-        parts.append(f'<p class="basis">Decided against {e(view.basis)}. A segment counts as template at DF '
-                     f"&ge; {view.threshold}; a block is template when its template segments hold more than "
-                     f"{view.params.table.template_ratio:.0%} of its text.</p>")  # fmt: skip
+        if view.table_pages >= view.threshold:
+            rule = (
+                f"The table counts a segment as template at DF &ge; {view.threshold}, and a block as template "
+                f"when its template segments hold more than {view.params.table.template_ratio:.0%} of its text."
+            )
+        else:
+            rule = "The table has seen too few of the host's pages to judge any segment (cold start)."
+        parts.append(f'<p class="basis">Decided against {e(view.basis)}. {rule}</p>')
     parts.append(_host_section(view))
     if clean is not None:
         parts.append('<h2 class="blocks">Blocks in document order</h2>')
@@ -257,7 +264,10 @@ def render(view: PageView) -> str:
             '<p class="legend"><i class="t"></i>template (removed)<i class="c"></i>content (kept)'
             "&nbsp;&nbsp; underlined: a template segment; small numbers: a segment's DF when over 1 (hover for any)</p>"
         )
-        parts.append('<div class="blocklist">')
+        parts.append(
+            '<div class="blocklist"><div class="block head"><span>verdict</span><span>table ratio</span>'
+            "<span>DF</span><span>method</span><span>text</span><span>DOM path</span></div>"
+        )
         for verdict, segs in zip(clean.blocks, view.segments, strict=True):
             parts.append(_block_html(verdict.verdict, verdict.ratio, verdict.method, verdict.path, segs))
         parts.append("</div>")
@@ -268,7 +278,7 @@ def render(view: PageView) -> str:
 def _block_html(verdict: str, ratio: float, method: str, path: str, segs: tuple[SegmentView, ...]) -> str:
     e = htmlmod.escape
     dfs = [s.df for s in segs]
-    df_label = f"DF {min(dfs)}" if min(dfs) == max(dfs) else f"DF {min(dfs)}&ndash;{max(dfs)}"
+    df_label = f"{min(dfs)}" if min(dfs) == max(dfs) else f"{min(dfs)}&ndash;{max(dfs)}"
     text = " ".join(
         f'<span class="seg{" t" if s.template else ""}" title="DF {s.df}">{e(s.text)}'
         + (f"<sup>{s.df}</sup>" if s.df > 1 else "")
@@ -279,7 +289,7 @@ def _block_html(verdict: str, ratio: float, method: str, path: str, segs: tuple[
     return (
         f'<div class="block {label}" data-verdict="{label}" data-ratio="{ratio:.4f}" data-method="{e(method)}">'
         f'<span class="pill">{label}</span>'
-        f'<span class="m" title="template chars / chars">ratio {ratio:.2f}<span class="bar">'
+        f'<span class="m" title="template chars / chars">{ratio:.2f}<span class="bar">'
         f'<s style="width:{ratio * 100:.0f}%"></s></span></span>'
         f'<span class="m" title="document frequency of its segments">{df_label}</span>'
         f'<span class="m">{e(method)}</span>'
@@ -418,7 +428,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             table, basis = load_state_table(args.state, page.host, params)
         elif index is not None:
             table = before
-            basis = f"the host's {table.pages} earlier pages in the input (as `detemplate run` decided it)"
+            basis = (
+                f"the host's {table.pages} earlier pages in the input (as `detemplate run` decided it)"
+                if table.pages
+                else "an empty table: the host's first page in the input"
+            )
         elif host_pages:
             table = before
             basis = f"the host's {table.pages} pages in the input (the page comes after them)"
