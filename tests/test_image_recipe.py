@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.factories import make_site, write_jsonl
 from worker import settings as settings_mod
@@ -169,8 +168,13 @@ def test_recipe_builds_a_venv_that_runs(tmp_path: Path) -> None:
 # -- Kubernetes and compose ------------------------------------------------------------------
 
 
+def yaml_module() -> Any:
+    return pytest.importorskip("yaml", reason="PyYAML is needed to parse the manifests (pip install pyyaml)")
+
+
 def load_k8s() -> dict[str, dict[str, Any]]:
     """Every manifest of deploy/k8s by kind."""
+    yaml = yaml_module()
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(K8S.glob("*.yaml")):
         for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
@@ -239,7 +243,7 @@ def test_k8s_manifests() -> None:
 
 
 def test_compose_runs_kraft_kafka_topics_and_two_workers() -> None:
-    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
+    compose = yaml_module().safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
     services = compose["services"]
     kafka = services["kafka"]
     assert kafka["image"].startswith("apache/kafka:")
