@@ -436,6 +436,7 @@ def _run_candidates(
 ) -> None:
     """TEXT-HASH or LSH: only candidate pairs (by MinHash) are scored; cache per pair."""
     cache: dict[tuple[int, int], tuple[float, float, float]] = {}
+    partners: dict[int, set[int]] = {}  # cluster -> clusters it has a cached pair with
     lsh = params.method == "lsh"
     buckets: list[dict[int, set[int]]] = [{} for _ in range(params.bands)]
     bands_of: dict[int, list[int]] = {}
@@ -482,6 +483,8 @@ def _run_candidates(
         t, p, m = st.merged_stats(c, arr)
         for x, ti, pi, mi in zip(todo, t, p, m, strict=True):
             cache[(min(c, x), max(c, x))] = (float(ti), float(pi), float(mi))
+            partners.setdefault(c, set()).add(x)
+            partners.setdefault(x, set()).add(c)
 
     live = [int(c) for c in np.flatnonzero(st.active)]
     if lsh:
@@ -503,20 +506,24 @@ def _run_candidates(
         st.merge(a, b, t, p, m)
         np.minimum(sigs[a], sigs[b], out=sigs[a])
         costs.append(st.bits())
-        for q in [q for q in cache if a in q or b in q]:
-            del cache[q]
+        # Drop the pairs of a and b; the clusters that had one look for candidates again.
+        affected: set[int] = set()
+        for x in (a, b):
+            for y in partners.pop(x, set()):
+                cache.pop((min(x, y), max(x, y)), None)
+                if y not in (a, b):
+                    partners[y].discard(x)
+                    affected.add(y)
         if lsh:
             unindex(a)
             unindex(b)
             index(a)
-            score(a)
-        else:
-            # The merged cluster's best neighbours, and every cluster whose best
-            # neighbours included a or b (its maximum may have moved).
-            score(a)
-            for c in (int(x) for x in np.flatnonzero(st.active)):
-                if c != a and not any(c in q for q in cache):
-                    score(c)
+        score(a)
+        for c in sorted(affected):
+            # TEXT-HASH: a cluster's most similar clusters may have changed. LSH: only a
+            # cluster left without any candidate looks again (its buckets are unchanged).
+            if not lsh or not partners.get(c):
+                score(c)
 
 
 def cluster_pages(pages: Sequence[Iterable[int]], params: ClusterParams | None = None) -> ClusteringResult:
