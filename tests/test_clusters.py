@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import SitePage, make_site, write_jsonl
 from worker.cli import main
@@ -122,6 +124,20 @@ def test_mdl_cost_decreases_monotonically_and_matches_brute_force(method: str) -
     for cluster in result.clusters:
         counts = support([ess[i] for i in cluster.members])
         assert {k for k, _ in cluster.template} == {k for k, n in counts.items() if 2 * n > len(cluster.members)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.frozensets(st.integers(0, 30), max_size=12), min_size=1, max_size=14),
+    st.sampled_from(METHODS),
+    st.integers(1, 3),
+)
+def test_any_input_costs_fall_and_match_brute_force(pages: list[frozenset[int]], method: str, min_support: int) -> None:
+    result = cluster_pages(pages, ClusterParams(method=method, min_support=min_support))
+    assert all(later < earlier for earlier, later in pairwise(result.costs))
+    ess = noncontent_paths(pages, min_support)
+    assert clustering_cost(ess, result.labels).bits == pytest.approx(result.costs[-1], rel=1e-9, abs=1e-6)
+    assert sorted(i for c in result.clusters for i in c.members) == list(range(len(pages)))
 
 
 def test_mdl_greedy_stops_at_a_local_minimum() -> None:

@@ -41,7 +41,6 @@ segment's key: its DOM path plus its text, the paper's text paths such as
 
 from __future__ import annotations
 
-import heapq
 import math
 import struct
 from collections import Counter
@@ -577,6 +576,7 @@ class StreamParams:
     bands: LSH bands; a cluster is a candidate when it shares a band with the page.
     threshold: a page joins its most similar candidate when their estimated Jaccard
         coefficient is at least this; otherwise it opens a new cluster.
+        Defaults (0.8, follow, block paths) are the best of the F1 runs in docs/clusters.md.
     max_clusters: clusters kept per host; the least recently seen goes when full.
     ttl_pages: a cluster not seen for this many of the host's pages expires.
     follow: the representative signature is the latest member's (True) or the
@@ -586,11 +586,11 @@ class StreamParams:
     features: str = "blocks"
     num_perm: int = 64
     bands: int = 16
-    threshold: float = 0.5
+    threshold: float = 0.8
     max_clusters: int = 8
     ttl_pages: int = 500
     seed: int = 1
-    follow: bool = False
+    follow: bool = True
 
     def __post_init__(self) -> None:
         if self.features not in FEATURES:
@@ -732,8 +732,3 @@ def _bands32(sig: NDArray[np.uint32], bands: int) -> list[int]:
     raw = sig[: rows * bands].astype("<u4").tobytes()
     width = rows * 4
     return [xxh3_64_intdigest(raw[i * width : (i + 1) * width], seed=i) for i in range(bands)]
-
-
-def top_templates(result: ClusteringResult, k: int = 5) -> list[list[tuple[int, int]]]:
-    """The `k` most common template paths of each cluster."""
-    return [list(heapq.nsmallest(k, c.template, key=lambda kn: (-kn[1], kn[0]))) for c in result.clusters]
