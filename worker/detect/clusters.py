@@ -1,7 +1,7 @@
 """Several templates per host: pages clustered by their DOM path sets (TEXT-MDL, TEXT-HASH, LSH).
 
-After NaveenSundar, Narmadha and Haran, "Performance intensification for automatic
-template [extraction]" (itself after Kim and Shim's TEXT): a page is the set of its DOM
+After NaveenSundar, Narmadha and Haran, "Performance Intensification for Automatic
+Template Using World Wide Web" (itself after Kim and Shim's TEXT): a page is the set of its DOM
 paths; a path's *support* is the number of the host's pages that hold it; a page's
 *non-content* (essential) paths are those whose support reaches the page's threshold,
 the mode of the supports of the page's paths. The pages form the 0/1 matrix ME
