@@ -318,7 +318,8 @@ def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: St
     """Kept text per URL through worker.pipeline.decide (whatever detector it runs now).
 
     mode: pipe_host (one table per host), pipe_cluster (one per host and cluster),
-    pipe_or (a block is template when either decides so), pipe_or_random (control).
+    pipe_or (a block is template when either decides so); *_random: the page goes to
+    one of 3 groups by a hash of its URL instead of its cluster (control).
     """
     tables: dict[str, HostTable] = {}
     assigners: dict[str, HostClusters] = {}
@@ -331,7 +332,8 @@ def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: St
         return t
 
     for page in corpus.pages:
-        host_out = decide(page, table(page.host), params) if mode != "pipe_cluster" else None
+        alone = mode in ("pipe_cluster", "pipe_cluster_random")
+        host_out = decide(page, table(page.host), params) if not alone else None
         if mode == "pipe_host":
             assert host_out is not None
             kept[page.url] = host_out.clean.text if host_out.clean is not None else ""
@@ -345,7 +347,7 @@ def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: St
         if hc is None:
             hc = assigners[page.host] = HostClusters(sparams)
         a = hc.assign(page_paths(blocks, sparams.features))
-        cid = xxh3_64_intdigest(page.url.encode()) % 3 if mode == "pipe_or_random" else a.cid
+        cid = xxh3_64_intdigest(page.url.encode()) % 3 if mode.endswith("_random") else a.cid
         for gone in a.dropped:
             tables.pop(f"{page.host}\x1f{gone}", None)
         cl_out = decide(page, table(f"{page.host}\x1f{cid}"), params)
