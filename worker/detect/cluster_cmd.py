@@ -79,7 +79,7 @@ def host_clusters(
         "method": result.method,
         "mdl_bits_start": round(result.costs[0], 1),
         "mdl_bits_end": round(result.costs[-1], 1),
-        "merges": len(result.costs) - 1,
+        "merges": len(result.costs) - 1 - (1 if result.premerged else 0),
         "premerged": result.premerged,
         "pair_evaluations": result.pair_evaluations,
         "seconds": round(seconds, 4),
@@ -91,9 +91,11 @@ def format_report(host_rows: list[tuple[dict[str, Any], list[dict[str, Any]]]]) 
     lines = []
     for summary, records in host_rows:
         lines.append(
-            f"{summary['host']}: {summary['pages']} pages -> {summary['clusters']} clusters "
+            f"{summary['host']}: {summary['pages']} pages -> {summary['clusters']} "
+            f"cluster{'' if summary['clusters'] == 1 else 's'} "
             f"({summary['method']}, MDL {summary['mdl_bits_start']:.0f} -> {summary['mdl_bits_end']:.0f} bits, "
-            f"{summary['merges']} merges, {summary['pair_evaluations']} pairs scored, {summary['seconds']:.2f} s)"
+            f"{summary['premerged']} pages with equal signatures merged first, {summary['merges']} MDL merges, "
+            f"{summary['pair_evaluations']} pairs scored, {summary['seconds']:.2f} s)"
         )
         lines.append(f"  {'cluster':>7} {'pages':>6} {'tmpl':>5}  top template paths / sample URLs")
         for r in records:

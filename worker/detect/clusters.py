@@ -187,14 +187,18 @@ def _h3(plus: float, minus: float, size: float) -> float:
 
 
 def _h2v(ones: NDArray[np.float64], size: NDArray[np.float64]) -> NDArray[np.float64]:
-    p = np.clip(ones / size, 1e-300, 1.0)
-    q = np.clip(1.0 - ones / size, 1e-300, 1.0)
-    out = -(ones * np.log2(p) + (size - ones) * np.log2(q))
-    return np.where((ones <= 0) | (ones >= size), 0.0, out)
+    """`_h2` over arrays (0 bits where the matrix is empty, all zeros or all ones)."""
+    inside = (ones > 0) & (ones < size)
+    frac = np.divide(ones, size, out=np.full_like(ones, 0.5), where=inside)
+    out = -(ones * np.log2(frac) + (size - ones) * np.log2(1.0 - frac))
+    return np.where(inside, out, 0.0)
 
 
 def _h3v(plus: NDArray[np.float64], minus: NDArray[np.float64], size: float) -> NDArray[np.float64]:
+    """`_h3` over arrays of counts, for one matrix size."""
     out = np.zeros_like(plus)
+    if size <= 0:
+        return out
     for n in (plus, minus, size - plus - minus):
         safe = np.where(n > 0, n, 1.0)
         out -= np.where(n > 0, n * np.log2(safe / size), 0.0)
