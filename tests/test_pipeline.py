@@ -18,6 +18,8 @@ from worker.state.rocks import RocksStore
 from worker.table import HostTable
 
 PARAMS = EngineParams()
+# The table's own cold start, without the page-level model (tests/test_pagelevel.py has that).
+TABLE_ONLY = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, enabled=False))
 
 
 def leaked(template_texts: tuple[str, ...], kept_blocks: list[str]) -> list[str]:
@@ -67,7 +69,7 @@ def test_footer_and_nav_blocks_are_marked_template_with_their_ratio() -> None:
 
 def test_first_page_of_a_host_is_cold_and_keeps_everything() -> None:
     site = make_site("cold.example", 3)
-    _, outcomes = run(site)
+    _, outcomes = run(site, TABLE_ONLY)
     first = outcomes[0].clean
     assert first is not None and first.page_no == 1
     assert {b.method for b in first.blocks} == {METHOD_COLD}
@@ -77,7 +79,7 @@ def test_first_page_of_a_host_is_cold_and_keeps_everything() -> None:
 
 
 def test_without_early_threshold_the_first_pages_stay_cold() -> None:
-    params = dataclasses.replace(PARAMS, table=dataclasses.replace(PARAMS.table, early_df=0))
+    params = dataclasses.replace(TABLE_ONLY, table=dataclasses.replace(PARAMS.table, early_df=0))
     site = make_site("paper.example", 7)
     _, outcomes = run(site, params)
     methods = [{b.method for b in o.clean.blocks} for o in outcomes]  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ TEMPLATE = "template"
 # Which method decided a block.
 METHOD_TABLE = "table"  # the host's segment table had learned enough to judge it
 METHOD_COLD = "cold"  # the host had shown too few pages: nothing could be learned yet
+METHOD_PAGELEVEL = "pagelevel"  # the page-level model judged it from the page alone
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ class BlockVerdict(NamedTuple):
     template_chars: int  # length of its segments that are template segments
     ratio: float  # template_chars / chars
     verdict: str  # CONTENT or TEMPLATE
-    method: str  # METHOD_TABLE or METHOD_COLD
+    method: str  # METHOD_TABLE, METHOD_COLD or METHOD_PAGELEVEL
 
 
 @dataclass(frozen=True, slots=True)

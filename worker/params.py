@@ -133,12 +133,66 @@ class EventParams:
 
 
 @dataclass(frozen=True, slots=True)
+class PageLevelParams:
+    """The page-level templateness model (Chakrabarti, Kumar, Punera, WWW 2007): see docs/pagelevel.md.
+
+    enabled: use it at all (False: the table alone, as before).
+    max_host_pages: the model runs on a host's pages up to this page number; later pages
+        take the table-only fast path. 0 runs it on every page.
+    combine: how a block is decided once the host's table has learned something:
+        ``union`` (template when either says so), ``silent`` (the model decides the
+        blocks in which the table found no template text, the table the others) or
+        ``table`` (the table alone; the model only before the table knows anything).
+    threshold: a block is template when its smoothed templateness is above this.
+    warm_threshold: the same, to overrule the table's content verdict once the host's
+        table has learned something (``union`` and ``silent``).
+    max_removed_share: the model is ignored on a page where it would remove more than
+        this share of the text it judges (see worker.detect.pagelevel.overrule).
+    cold_max_removed_share: the same on a cold host's page.
+    smoothing: the isotonic regression's price c of one more section (0: no smoothing).
+    weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
+        (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
+    max_values: candidate values of the smoothing (beyond: a quantile grid).
+    max_smooth_nodes: pages with more blocks are not smoothed (the cost is O(blocks x values)).
+    model: a model file written by ``detemplate train-pagelevel``; empty: the shipped one.
+    """
+
+    enabled: bool = True
+    max_host_pages: int = 0
+    combine: str = "union"
+    threshold: float = 0.3
+    warm_threshold: float = 0.7
+    max_removed_share: float = 0.8
+    cold_max_removed_share: float = 0.95
+    smoothing: float = 0.2
+    weighting: str = "log"
+    max_values: int = 64
+    max_smooth_nodes: int = 5000
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.combine not in ("union", "silent", "table"):
+            raise ConfigError(f"combine must be union, silent or table, not {self.combine!r}")
+        if self.weighting not in ("unit", "log", "sqrt", "chars"):
+            raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
+        if not (0.0 <= self.threshold <= 1.0 and 0.0 <= self.warm_threshold <= 1.0):
+            raise ConfigError("threshold and warm_threshold must be in [0, 1]")
+        if not (0.0 <= self.max_removed_share <= 1.0 and 0.0 <= self.cold_max_removed_share <= 1.0):
+            raise ConfigError("max_removed_share and cold_max_removed_share must be in [0, 1]")
+        if self.smoothing < 0.0:
+            raise ConfigError("smoothing must not be negative")
+        if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:
+            raise ConfigError("max_host_pages must be >= 0, max_values >= 2, max_smooth_nodes >= 1")
+
+
+@dataclass(frozen=True, slots=True)
 class EngineParams:
     """All algorithm knobs of one detector."""
 
     segment: SegmentParams = field(default_factory=SegmentParams)
     table: TableParams = field(default_factory=TableParams)
     events: EventParams = field(default_factory=EventParams)
+    pagelevel: PageLevelParams = field(default_factory=PageLevelParams)
 
 
 def with_overrides(params: EngineParams, overrides: list[str]) -> EngineParams:

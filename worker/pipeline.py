@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from worker.detect import pagelevel
 from worker.errors import BadInputError
 from worker.model import (
     CONTENT,
     METHOD_COLD,
+    METHOD_PAGELEVEL,
     METHOD_TABLE,
     TEMPLATE,
     Block,
@@ -34,10 +36,18 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     A page that is not usable input returns a dead Outcome and leaves the table as it was.
     """
+    plp = params.pagelevel
+    # The page-level model runs on a host's first pages (all of them when max_host_pages
+    # is 0); its walk cuts the same blocks as segment_tree and collects its cues.
+    use_model = plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
+    scores = None
     try:
         tree = parse(page.html, params.segment)
         text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
-        blocks = segment_tree(tree, params.segment, text_nodes)
+        if use_model:
+            blocks, scores = pagelevel.score_blocks(tree, params.segment, plp, text_nodes)
+        else:
+            blocks = segment_tree(tree, params.segment, text_nodes)
     except BadInputError as exc:
         return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
 
@@ -58,8 +68,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         method = METHOD_COLD
         template_keys = set()
 
-    verdicts = []
-    kept = []
+    rows = []
     for path, segs, _ in blocks:
         chars = 0
         tchars = 0
@@ -67,14 +76,26 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
             chars += length
             if key in template_keys:
                 tchars += length
-        text = " ".join([seg[1] for seg in segs])
-        ratio = tchars / chars
-        if ratio > max_ratio:
+        rows.append((path, " ".join([seg[1] for seg in segs]), chars, tchars, tchars / chars))
+    # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
+    model_says = pagelevel.overrule(scores, rows, method == METHOD_COLD, max_ratio, plp) if scores is not None else None
+
+    verdicts = []
+    kept = []
+    for i, (path, text, chars, tchars, ratio) in enumerate(rows):
+        by = method
+        is_template = ratio > max_ratio
+        if model_says is not None:
+            said = model_says[i]
+            if said is not None:
+                is_template = said
+                by = METHOD_PAGELEVEL
+        if is_template:
             verdict = TEMPLATE
         else:
             verdict = CONTENT
             kept.append(text)
-        verdicts.append(BlockVerdict(path, text, chars, tchars, ratio, verdict, method))
+        verdicts.append(BlockVerdict(path, text, chars, tchars, ratio, verdict, by))
 
     html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
     clean = CleanPage(page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html)

@@ -45,7 +45,6 @@ FloatArray = NDArray[np.float64]
 def _levels(parent: Sequence[int]) -> list[NDArray[np.intp]]:
     """Node indices grouped by depth (roots at depth 0); parent[i] < i is not required."""
     n = len(parent)
-    depth = np.full(n, -1, dtype=np.intp)
     children: list[list[int]] = [[] for _ in range(n)]
     roots = []
     for i, p in enumerate(parent):

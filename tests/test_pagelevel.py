@@ -1,0 +1,227 @@
+"""worker.detect.pagelevel: the walk, the features, the model file, the pipeline's use of it, training."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.factories import interleave, make_page, make_site, write_jsonl
+from worker.cli import main
+from worker.detect.isotonic import is_monotone
+from worker.detect.pagelevel import (
+    F_IN_A,
+    F_IN_FOOTER,
+    F_IN_NAV,
+    F_THINT,
+    FEATURE_NAMES,
+    N_FEATURES,
+    PageLevelModel,
+    block_scores,
+    features,
+    load_model,
+    overrule,
+    walk,
+)
+from worker.detect.train import LabelParams, collect, fit_logistic
+from worker.errors import BadInputError, ConfigError
+from worker.model import METHOD_PAGELEVEL, TEMPLATE
+from worker.params import EngineParams, PageLevelParams, SegmentParams
+from worker.pipeline import decide
+from worker.segment import parse, segment_tree
+from worker.table import HostTable
+
+PARAMS = EngineParams()
+SP = PARAMS.segment
+
+PAGE = """<html><body>
+<nav class="site-nav"><ul><li><a href="/">Home</a></li><li><a href="/a">About us</a></li></ul></nav>
+<div id="main-content"><div><h1>A title</h1></div>
+<div>First paragraph of the article, with <a href="/x">a link</a> inside it. It goes on.</div>
+<section><div>Nested paragraph, long enough to be prose, with commas, clauses, and an end.</div>
+<div>Another paragraph of the article, as long, with commas, clauses, and its own end.</div></section>
+<div class="empty"><span> </span></div>
+</div>
+<footer><div>Copyright 2024 Example</div></footer>
+</body></html>"""
+
+
+@pytest.mark.parametrize("mode", ["tag", "tag_class", "tag_id_class"])
+@pytest.mark.parametrize("layout", ["blog", "docs", "news"])
+def test_walk_cuts_the_blocks_of_segment_tree(mode: str, layout: str) -> None:
+    params = SegmentParams(path_mode=mode)
+    for sp in make_site("w.example", 3, seed=4, layout=layout):
+        tree = parse(sp.page.html, params)
+        assert walk(tree, params).blocks == segment_tree(tree, params)
+    tree = parse(PAGE, params)
+    assert walk(tree, params).blocks == segment_tree(tree, params)
+
+
+def test_walk_collects_the_block_tree_and_cues() -> None:
+    page = walk(parse(PAGE, SP), SP)
+    n = len(page.parent)
+    assert page.parent[0] == -1
+    assert all(0 <= page.parent[i] < i for i in range(1, n))  # parents first: document order
+    assert len(page.node_of_block) == len(page.blocks)
+    texts = dict(zip(page.text, range(n), strict=True))
+    first = texts["First paragraph of the article, with a link inside it. It goes on."]
+    assert page.achars[first] == len("a link")
+    assert page.links[first] == 1
+    home = texts["Home"]
+    assert page.achars[home] == page.chars[home] == 4
+    assert page.flags[home] & F_IN_NAV and page.flags[home] & (F_THINT << 2)
+    assert not page.flags[home] & F_IN_A  # the anchor flag is the walk's own
+    assert page.flags[texts["Copyright 2024 Example"]] & F_IN_FOOTER
+    # Text-less elements are not in the tree; starts grow in document order.
+    assert all(c > 0 or any(p == i for p in page.parent) or i == 0 for i, c in enumerate(page.chars))
+    assert page.start == sorted(page.start)
+
+
+def test_walk_keeps_segment_tree_limits() -> None:
+    deep = "<html><body>" + "<div>" * 50 + "x" + "</div>" * 50 + "</body></html>"
+    with pytest.raises(BadInputError):
+        walk(parse(deep, SegmentParams(max_depth=20)), SegmentParams(max_depth=20))
+
+
+def test_features_shape_and_main_content() -> None:
+    page = walk(parse(PAGE, SP), SP)
+    X = features(page)
+    assert X.shape == (len(page.parent), N_FEATURES)
+    assert np.isfinite(X).all()
+    in_main = X[:, FEATURE_NAMES.index("in_main")]
+    assert in_main.sum() < len(in_main)
+    nested = page.text.index("Nested paragraph, long enough to be prose, with commas, clauses, and an end.")
+    assert in_main[nested] == 1.0
+    assert in_main[page.text.index("Home")] == 0.0
+    assert (X[:, FEATURE_NAMES.index("bias")] == 1.0).all()
+
+
+def test_shipped_model_separates_navigation_from_prose() -> None:
+    page = walk(parse(PAGE, SP), SP)
+    scores = block_scores(page, load_model(), 0.0)
+    by_text = {" ".join(s.text for s in b.segments): float(x) for b, x in zip(page.blocks, scores, strict=True)}
+    prose = by_text["Nested paragraph, long enough to be prose, with commas, clauses, and an end."]
+    assert by_text["Home"] > 0.5 > prose
+    assert by_text["Copyright 2024 Example"] > prose
+
+
+def test_smoothed_scores_are_monotone_on_the_tree() -> None:
+    page = walk(parse(make_site("m.example", 1, seed=2, layout="news")[0].page.html, SP), SP)
+    model = load_model()
+    from worker.detect.isotonic import isotonic_tree
+    from worker.detect.pagelevel import node_weights
+
+    x = model.scores(features(page))
+    y, _ = isotonic_tree(x, page.parent, 0.2, node_weights(page, "log"))
+    assert is_monotone(y, page.parent)
+    smoothed = block_scores(page, model, 0.2, "log")
+    assert np.allclose(smoothed, y[page.node_of_block])
+
+
+def test_model_json_round_trip_and_mismatch(tmp_path: Path) -> None:
+    model = load_model()
+    again = PageLevelModel.from_json(json.loads(json.dumps(model.to_json())))
+    X = features(walk(parse(PAGE, SP), SP))
+    assert np.allclose(model.scores(X), again.scores(X), atol=1e-6)
+    data = model.to_json()
+    data["features"] = [*FEATURE_NAMES[:-1], "something_else"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ConfigError):
+        load_model(str(bad))
+    with pytest.raises(ConfigError):
+        load_model(str(tmp_path / "missing.json"))
+
+
+def test_cold_host_page_is_cleaned_by_the_model() -> None:
+    site = make_site("fresh.example", 1, seed=9, layout="news")
+    outcome = decide(site[0].page, HostTable(PARAMS.table), PARAMS)
+    clean = outcome.clean
+    assert clean is not None and clean.page_no == 1
+    assert {b.method for b in clean.blocks} == {METHOD_PAGELEVEL}
+    assert any(b.verdict == TEMPLATE for b in clean.blocks)
+    # The content survives, and the template goes, from the host's first page on.
+    gold = site[0].gold_blocks
+    assert sum(len(g) for g in gold if g in clean.text) > 0.9 * sum(len(g) for g in gold)
+    removed = [t for t in site[0].template_texts if t not in clean.text]
+    assert len(removed) > 0.8 * len(site[0].template_texts)
+
+
+def test_disabled_model_leaves_the_table_alone() -> None:
+    params = dataclasses.replace(PARAMS, pagelevel=PageLevelParams(enabled=False))
+    outcome = decide(make_page(html=PAGE), HostTable(params.table), params)
+    assert outcome.clean is not None
+    assert METHOD_PAGELEVEL not in {b.method for b in outcome.clean.blocks}
+    assert all(b.verdict != TEMPLATE for b in outcome.clean.blocks)
+
+
+def test_html_output_drops_model_template_text() -> None:
+    outcome = decide(make_page(html=PAGE), HostTable(PARAMS.table), PARAMS, with_html=True)
+    clean = outcome.clean
+    assert clean is not None and clean.html is not None
+    dropped = [b.text for b in clean.blocks if b.verdict == TEMPLATE]
+    assert dropped
+    assert "Nested paragraph" in clean.html
+
+
+def test_overrule_rules_and_guard() -> None:
+    rows = [("a", "x" * 10, 10, 0, 0.0), ("b", "y" * 80, 80, 0, 0.0), ("c", "z" * 10, 10, 10, 1.0)]
+    scores = np.array([0.95, 0.1, 0.99])
+    plp = PageLevelParams(threshold=0.5, warm_threshold=0.9)
+    assert overrule(scores, rows, True, 0.7, plp) == [True, False, True]
+    # Warm: only the blocks the table keeps are judged.
+    assert overrule(scores, rows, False, 0.7, plp) == [True, False, None]
+    assert overrule(scores, rows, False, 0.7, dataclasses.replace(plp, combine="table")) == [None] * 3
+    silent = overrule(
+        scores, [("a", "x", 10, 3, 0.3), *rows[1:]], False, 0.7, dataclasses.replace(plp, combine="silent")
+    )
+    assert silent == [None, False, None]
+    # Guard: a model that would remove nearly everything is not trusted on the page.
+    everything = np.array([0.95, 0.95, 0.99])
+    assert overrule(everything, rows, True, 0.7, dataclasses.replace(plp, cold_max_removed_share=0.5)) == [None] * 3
+
+
+def test_params_are_checked() -> None:
+    with pytest.raises(ConfigError):
+        PageLevelParams(combine="both")
+    with pytest.raises(ConfigError):
+        PageLevelParams(weighting="cubic")
+    with pytest.raises(ConfigError):
+        PageLevelParams(threshold=1.5)
+
+
+def test_training_learns_from_site_level_labels() -> None:
+    sites = interleave(
+        *(make_site(f"s{i}.example", 6, seed=i, layout=lay) for i, lay in enumerate(["blog", "news", "docs"]))
+    )
+    X, y, w, stats = collect((sp.page for sp in sites), SP, LabelParams())
+    assert stats["hosts"] == 3 and stats["labelled_hosts"] == 3
+    assert 0 < y.sum() < len(y)
+    assert X.shape == (len(y), N_FEATURES) and (w > 0).all()
+    model = fit_logistic(X, y, w, l2=1.0)
+    accuracy = float(((model.scores(X) > 0.5) == (y > 0.5)).mean())
+    assert accuracy > 0.9
+
+
+def test_train_command_writes_a_usable_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sites = interleave(
+        make_site("t1.example", 6, seed=1, layout="blog"), make_site("t2.example", 6, seed=2, layout="news")
+    )
+    src = write_jsonl(sites, tmp_path / "crawl.jsonl")
+    out = tmp_path / "model.json"
+    assert main(["train-pagelevel", str(src), "--output", str(out)]) == 0
+    model = load_model(str(out))
+    assert model.names == FEATURE_NAMES
+    params = dataclasses.replace(PARAMS, pagelevel=PageLevelParams(model=str(out)))
+    outcome = decide(make_page(html=PAGE), HostTable(params.table), params)
+    assert outcome.clean is not None
+
+
+def test_train_command_needs_multi_page_hosts(tmp_path: Path) -> None:
+    src = write_jsonl(
+        [make_page(url=f"https://h{i}.example/", host=f"h{i}.example") for i in range(3)], tmp_path / "one.jsonl"
+    )
+    assert main(["train-pagelevel", str(src), "--output", str(tmp_path / "m.json")]) == 1

@@ -1,0 +1,653 @@
+"""Page-level templateness of layout blocks, from the page alone (Chakrabarti, Kumar, Punera, WWW 2007).
+
+One walk over the lexbor tree cuts the page into exactly the blocks of
+`worker.segment.segment_tree` (same block tags, same segment keys, same order) and,
+on the way, collects per-block cues: text and anchor text, links, segments, tag,
+nesting, position in document order, class/id hints, and the semantic elements and
+lists/forms that enclose the block. Text-less layout elements stay in the block tree
+(they are the internal nodes the smoothing needs) but get no weight of their own.
+
+A logistic-regression model (weights in worker/data/pagelevel.json, trained by
+`detemplate train-pagelevel`, see worker.detect.train) scores every block's
+probability of being template; the scores are then smoothed over the block tree by
+the regularised isotonic regression of worker.detect.isotonic (a block is template
+only if its child blocks are), and a block is template when its smoothed score is
+above `PageLevelParams.threshold`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+from xxhash import xxh3_64_intdigest
+
+from worker.detect.isotonic import isotonic_tree
+from worker.errors import BadInputError, ConfigError
+from worker.model import Block, Segment
+from worker.params import PageLevelParams, SegmentParams
+from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, _tag_kinds
+
+# Class/id words that mark template regions, and words that mark the main content.
+TEMPLATE_WORDS = frozenset(
+    """nav navbar navigation menu menubar submenu footer foot header head masthead topbar sidebar
+    side aside breadcrumb breadcrumbs crumbs comment comments share sharing social related
+    widget widgets ad ads advert advertisement banner promo sponsor sponsored subscribe
+    newsletter signup login search cookie cookies copyright legal skip pagination pager pages
+    tags tagcloud toolbar toc util utility links more popular trending recommended disclaimer""".split()  # noqa: SIM905
+)
+CONTENT_WORDS = frozenset(
+    """content article post entry main body story text prose markdown blog single page document
+    doc section itemprop articlebody""".split()  # noqa: SIM905
+)
+# Substrings that give the same hints inside compound names (mainContent, site-footer2).
+_TEMPLATE_PARTS = (
+    "footer",
+    "header",
+    "sidebar",
+    "navbar",
+    "breadcrumb",
+    "comment",
+    "social",
+    "widget",
+    "banner",
+    "menu",
+)
+_CONTENT_PARTS = ("content", "article", "story", "entry")
+
+# Flag bits: on the element itself, and inherited from any enclosing element.
+F_THINT = 1  # template word in the element's own class/id
+F_CHINT = 2  # content word in the element's own class/id
+F_IN_THINT = 4  # some enclosing element has a template word
+F_IN_CHINT = 8  # some enclosing element has a content word
+F_IN_NAV = 16
+F_IN_HEADER = 32
+F_IN_FOOTER = 64
+F_IN_ASIDE = 128
+F_IN_FORM = 256
+F_IN_LIST = 512
+F_IN_MAIN = 1024  # main or article element
+F_IN_TABLE = 2048
+F_IN_A = 4096  # (walk only) inside an anchor
+_INHERIT = {
+    "nav": F_IN_NAV,
+    "menu": F_IN_NAV,
+    "header": F_IN_HEADER,
+    "footer": F_IN_FOOTER,
+    "aside": F_IN_ASIDE,
+    "form": F_IN_FORM,
+    "ul": F_IN_LIST,
+    "ol": F_IN_LIST,
+    "dl": F_IN_LIST,
+    "main": F_IN_MAIN,
+    "article": F_IN_MAIN,
+    "table": F_IN_TABLE,
+    "a": F_IN_A,
+}
+_FLAG_BITS = (
+    F_THINT,
+    F_CHINT,
+    F_IN_THINT,
+    F_IN_CHINT,
+    F_IN_NAV,
+    F_IN_HEADER,
+    F_IN_FOOTER,
+    F_IN_ASIDE,
+    F_IN_FORM,
+    F_IN_LIST,
+    F_IN_MAIN,
+    F_IN_TABLE,
+)
+# Tag groups of the one-hot tag features (other tags share the last column).
+TAG_GROUPS = (
+    ("p",),
+    ("li",),
+    ("h1", "h2", "h3", "h4", "h5", "h6"),
+    ("td", "th", "tr", "caption"),
+    ("div",),
+    ("pre", "blockquote", "figure", "figcaption"),
+    ("section", "article", "main"),
+    ("nav", "header", "footer", "aside", "menu"),
+    ("dl", "dt", "dd"),
+    ("ul", "ol"),
+    ("form", "fieldset", "legend"),
+    ("html", "body", ""),
+)
+_TAG_INDEX = {tag: i for i, group in enumerate(TAG_GROUPS) for tag in group}
+_N_TAGS = len(TAG_GROUPS) + 1
+# Function words of the commonest web languages: running prose has many, menus few.
+STOPWORDS = frozenset(
+    """the a an of to in and or is are was were be been for on with at by from that this it as
+    not but have has had will would can could its their his her they we you he she which who
+    what when there than then also more about into after over der die das und ist nicht ein
+    eine zu den mit von auf für sich des dem im le la les et est une des du dans pour pas que
+    qui sur au avec il elle el los las y en es por con para una del se lo como más il di che è
+    per non sono della""".split()  # noqa: SIM905
+)
+_PUNCT = re.compile(r"[.,;:!?]")
+_CAPITAL = re.compile(r"(?<!\S)[A-ZÀ-ÖØ-Þ]")
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+_SENTENCE = re.compile(r"[.!?](?:\s|$)")
+_COPYRIGHT = re.compile(r"©|&copy;|\bcopyright\b|all rights reserved", re.IGNORECASE)
+
+
+def _hint_re(words: frozenset[str], parts: tuple[str, ...]) -> re.Pattern[str]:
+    alts = "|".join(sorted(words, key=len, reverse=True))
+    return re.compile(f"(?<![a-z0-9])(?:{alts})(?![a-z0-9])|" + "|".join(parts))
+
+
+_TEMPLATE_RE = _hint_re(TEMPLATE_WORDS, _TEMPLATE_PARTS)
+_CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
+
+
+@lru_cache(maxsize=16384)
+def _hints(cls: str, ident: str) -> int:
+    """Hint flag bits of one element's class and id values: whole words, or telling parts of words."""
+    text = f"{cls} {ident}".lower()
+    flags = F_THINT if _TEMPLATE_RE.search(text) else 0
+    if _CONTENT_RE.search(text):
+        flags |= F_CHINT
+    return flags
+
+
+@dataclass(slots=True)
+class PageTree:
+    """A page's blocks (as `segment_tree` cuts them) and its block tree with raw cues.
+
+    blocks: the text-bearing blocks, exactly those of `worker.segment.segment_tree`.
+    node_of_block: for each of `blocks`, its node in the tree below.
+    The per-node lists describe every layout element holding text somewhere below it
+    (node 0 is the page root):
+    parent: parent node (-1 for the root); parents come before children.
+    tag: element name ("" for the root).
+    depth: element nesting depth.
+    start: characters of page text before the node's first character.
+    chars / achars / segs / links: the node's direct text length, the part of it inside
+        links, its text segments, and the links directly under it.
+    flags: F_* bits.
+    text: the node's direct text (segments joined by spaces).
+    """
+
+    blocks: list[Block]
+    node_of_block: list[int]
+    parent: list[int]
+    tag: list[str]
+    depth: list[int]
+    start: list[int]
+    chars: list[int]
+    achars: list[int]
+    segs: list[int]
+    links: list[int]
+    flags: list[int]
+    text: list[str]
+
+
+def walk(
+    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+) -> PageTree:
+    """One pass over the parsed page: the blocks of `segment_tree` plus the block tree and cues.
+
+    The walk is `worker.segment.segment_tree`'s, step for step (same tags, paths, keys,
+    limits and errors), with the cues collected on the way; tests/test_pagelevel.py
+    checks that both cut the same blocks.
+    """
+    root = tree.root
+    if root is None:
+        return PageTree([], [], [], [], [], [], [], [], [], [], [], [])
+    block_tags = params.block_tags
+    skip_tags = params.skip_tags
+    kinds = _tag_kinds(block_tags, skip_tags)
+    mode = params.path_mode
+    by_tag = mode == "tag"
+    with_id = mode == "tag_id_class"
+    max_depth = params.max_depth
+    budget = [params.max_nodes]
+    total = [0]  # page text characters so far
+
+    paths: list[str] = []
+    segments: list[list[Segment]] = []
+    parent: list[int] = []
+    tags: list[str] = []
+    depths: list[int] = []
+    start: list[int] = []
+    achars: list[int] = []
+    links: list[int] = []
+    flags_of: list[int] = []
+
+    def open_block(path: str, blk: int, tag: str, depth: int, flags: int) -> int:
+        paths.append(path)
+        segments.append([])
+        parent.append(blk)
+        tags.append(tag)
+        depths.append(depth)
+        start.append(total[0])
+        achars.append(0)
+        links.append(0)
+        flags_of.append(flags)
+        return len(paths) - 1
+
+    def add_text(node: LexborNode, raw: str, path: str, blk: int, inh: int) -> None:
+        text = " ".join(raw.split())
+        if text:
+            n = len(text)
+            key = xxh3_64_intdigest(f"{path}\x00{text}".encode())
+            segments[blk].append(Segment(key, text, n))
+            total[0] += n
+            if inh & F_IN_A:
+                achars[blk] += n
+            if text_nodes is not None:
+                text_nodes.append((node, key))
+
+    def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
+        if depth >= max_depth:
+            raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
+        for child in node.iter(include_text=True, skip_empty=True):
+            tid = child.tag_id
+            if tid == _TEXT_ID:
+                raw = child.text_content
+                if raw:
+                    add_text(child, raw, path, blk, inh)
+                continue
+            info = kinds.get(tid)
+            if info is None:
+                tag = child.tag
+                if tag is None or tag[0] == "-":
+                    continue
+                info = (tag, _SKIP if tag in skip_tags else _BLOCK if tag in block_tags else _INLINE)
+                if tid < _MAX_STATIC_TAG_ID:
+                    kinds[tid] = info
+            tag, kind = info
+            if kind == _SKIP:
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+            if tag == "a":
+                links[blk] += 1
+            first = child.child
+            if first is None:
+                continue
+            attrs = child.attrs
+            cls = attrs.get("class") or ""
+            ident = attrs.get("id") or ""
+            name = tag
+            if not by_tag:
+                if with_id and ident:
+                    name = f"{name}#{ident}"
+                if cls:
+                    parts = cls.split()
+                    if parts:
+                        parts.sort()
+                        name = name + "." + ".".join(parts)
+            child_path = f"{path}/{name}"
+            own = _hints(cls, ident) if (cls or ident) else 0
+            inner = inh | (own << 2) | _INHERIT.get(tag, 0)
+            target = open_block(child_path, blk, tag, depth, own | (inh & ~F_IN_A)) if kind == _BLOCK else blk
+            if first.tag_id == _TEXT_ID and first.next is None:
+                raw = first.text_content
+                if raw:
+                    add_text(first, raw, child_path, target, inner)
+                continue
+            visit(child, child_path, target, depth + 1, inner)
+
+    tag = root.tag or "html"
+    root_path = tag if by_tag else _component(root, tag, mode)
+    open_block(root_path, -1, tag, 0, 0)
+    visit(root, root_path, 0, 1, 0)
+
+    # Keep the nodes that hold text in their subtree; renumber them in document order.
+    n_all = len(paths)
+    chars = [sum(s.length for s in segs) for segs in segments]
+    sub = chars[:]
+    for i in range(n_all - 1, 0, -1):
+        sub[parent[i]] += sub[i]
+    keep = [i for i in range(n_all) if sub[i] > 0 or i == 0]
+    new_id = {old: new for new, old in enumerate(keep)}
+    blocks_out: list[Block] = []
+    node_of_block = []
+    for old in keep:
+        segs = segments[old]
+        if segs:
+            node_of_block.append(new_id[old])
+            blocks_out.append(Block(paths[old], segs, len(blocks_out)))
+    return PageTree(
+        blocks=blocks_out,
+        node_of_block=node_of_block,
+        parent=[new_id[parent[o]] if o else -1 for o in keep],
+        tag=[tags[o] for o in keep],
+        depth=[depths[o] for o in keep],
+        start=[start[o] for o in keep],
+        chars=[chars[o] for o in keep],
+        achars=[achars[o] for o in keep],
+        segs=[len(segments[o]) for o in keep],
+        links=[links[o] for o in keep],
+        flags=[flags_of[o] for o in keep],
+        text=[" ".join([s.text for s in segments[o]]) for o in keep],
+    )
+
+
+# -- features -------------------------------------------------------------------------
+
+_CHAR_BINS = (0, 10, 30, 80, 200, 500)  # direct text length bins
+_ANCHOR_BINS = (0.0, 0.3, 0.7, 0.95)  # anchor share bins
+_POS_BINS = (0.0, 0.1, 0.3, 0.7, 0.9)  # position of the node's start in the page text
+
+FEATURE_NAMES: tuple[str, ...] = (
+    *("log_chars", "log_sub_chars", "anchor_share", "sub_anchor_share", "links_density", "sub_links_density"),
+    *("log_avg_seg", "log_segs", "sub_share", "pos_start", "pos_end", "depth", "log_children", "has_text"),
+    *("punct_share", "sentences", "log_words", "avg_word", "digit_share", "title_share", "copyright", "pipes"),
+    *("parent_anchor_share", "parent_sub_share", "sib_anchor_share"),
+    *tuple(f"tag_{g[0] or 'root'}" for g in TAG_GROUPS),
+    *("tag_other",),
+    *tuple(f"flag_{b}" for b in _FLAG_BITS),
+    *tuple(f"chars_ge_{b}" for b in _CHAR_BINS[1:]),
+    *tuple(f"anchor_ge_{b}" for b in _ANCHOR_BINS[1:]),
+    *tuple(f"pos_ge_{b}" for b in _POS_BINS[1:]),
+    *("anchor_x_short", "anchor_x_long", "thint_x_list"),
+    *("in_main", "before_main", "after_main", "main_share", "main_is_root"),
+    *("prev_log_chars", "prev_anchor", "next_log_chars", "next_anchor"),
+    *("rel_chars", "main_depth_delta", "ends_sentence", "stopwords"),
+    *("bias",),
+)
+N_FEATURES = len(FEATURE_NAMES)
+
+
+def features(page: PageTree) -> NDArray[np.float64]:
+    """The feature matrix of a page's block tree: one row per node, columns FEATURE_NAMES."""
+    n = len(page.parent)
+    X = np.zeros((n, N_FEATURES))
+    if n == 0:
+        return X
+    parent = np.asarray(page.parent, dtype=np.intp)
+    chars = np.asarray(page.chars, dtype=np.float64)
+    achars = np.asarray(page.achars, dtype=np.float64)
+    links = np.asarray(page.links, dtype=np.float64)
+    segs = np.asarray(page.segs, dtype=np.float64)
+    sub_chars = chars.copy()
+    sub_achars = achars.copy()
+    sub_links = links.copy()
+    children = np.zeros(n)
+    for i in range(n - 1, 0, -1):
+        p = page.parent[i]
+        sub_chars[p] += sub_chars[i]
+        sub_achars[p] += sub_achars[i]
+        sub_links[p] += sub_links[i]
+        children[p] += 1
+    total = max(sub_chars[0], 1.0)
+    start = np.asarray(page.start, dtype=np.float64)
+    depth = np.asarray(page.depth, dtype=np.float64)
+
+    col = 0
+
+    def put(values: NDArray[np.float64] | float) -> None:
+        nonlocal col
+        X[:, col] = values
+        col += 1
+
+    anchor = np.where(chars > 0, achars / np.maximum(chars, 1.0), 0.0)
+    sub_anchor = sub_achars / np.maximum(sub_chars, 1.0)
+    put(np.log1p(chars))
+    put(np.log1p(sub_chars))
+    put(anchor)
+    put(sub_anchor)
+    put(links * 50.0 / (chars + 50.0))
+    put(sub_links * 50.0 / (sub_chars + 50.0))
+    put(np.log1p(chars / np.maximum(segs, 1.0)))
+    put(np.log1p(segs))
+    put(sub_chars / total)
+    put(start / total)
+    put((start + sub_chars) / total)
+    put(np.minimum(depth, 40.0) / 40.0)
+    put(np.log1p(children))
+    put((chars > 0).astype(np.float64))
+
+    # Statistics of the direct text.
+    stats = np.zeros((n, 8))
+    for i, text in enumerate(page.text):
+        if not text:
+            continue
+        length = len(text)
+        words = text.split()
+        nw = len(words)
+        stats[i, 0] = len(_PUNCT.findall(text)) / length
+        stats[i, 1] = len(_SENTENCE.findall(text)) * 100.0 / (length + 100.0)
+        stats[i, 2] = math.log1p(nw)
+        stats[i, 3] = min(length / nw, 20.0) / 10.0
+        stats[i, 4] = (length - len(text.translate(_NO_DIGITS))) / length
+        stats[i, 5] = len(_CAPITAL.findall(text)) / nw
+        stats[i, 6] = 1.0 if _COPYRIGHT.search(text) else 0.0
+        stats[i, 7] = (text.count("|") + text.count("·") + text.count("»")) / nw
+    X[:, col : col + 8] = stats
+    col += 8
+
+    # Context: the parent's link density and weight, the siblings' link density.
+    par = np.maximum(parent, 0)
+    put(np.where(parent >= 0, sub_anchor[par], 0.0))
+    put(np.where(parent >= 0, sub_chars[par] / total, 1.0))
+    sib_chars = np.zeros(n)
+    sib_achars = np.zeros(n)
+    np.add.at(sib_chars, par[1:], sub_chars[1:])
+    np.add.at(sib_achars, par[1:], sub_achars[1:])
+    put(np.where(parent >= 0, (sib_achars[par] - sub_achars) / np.maximum(sib_chars[par] - sub_chars, 1.0), 0.0))
+
+    tag_cols = np.array([_TAG_INDEX.get(t, _N_TAGS - 1) for t in page.tag], dtype=np.intp)
+    X[np.arange(n), col + tag_cols] = 1.0
+    col += _N_TAGS
+    flags = np.asarray(page.flags, dtype=np.int64)
+    for bit in _FLAG_BITS:
+        put(((flags & bit) != 0).astype(np.float64))
+    for b in _CHAR_BINS[1:]:
+        put((chars >= b).astype(np.float64))
+    for share in _ANCHOR_BINS[1:]:
+        put((sub_anchor >= share).astype(np.float64))
+    pos = start / total
+    for at in _POS_BINS[1:]:
+        put((pos >= at).astype(np.float64))
+    put(sub_anchor * (sub_chars < 80))
+    put(sub_anchor * (sub_chars >= 80))
+    put((((flags & (F_THINT | F_IN_THINT)) != 0) & ((flags & F_IN_LIST) != 0)).astype(np.float64))
+
+    # The main-content candidate, readability-style: text blocks with plain (non-link)
+    # text vote for their parent and, half, for their grandparent; the node with most
+    # votes holds the main content.
+    plain = chars - achars
+    vote = np.where((plain >= 25) & (anchor < 0.5), 1.0 + np.minimum(plain / 100.0, 3.0), 0.0)
+    for i, text in enumerate(page.text):
+        if vote[i]:
+            vote[i] += min(text.count(","), 5) * 0.5
+    score = np.zeros(n)
+    np.add.at(score, par[1:], vote[1:])
+    gpar = par[par]
+    np.add.at(score, gpar[1:], 0.5 * vote[1:])
+    size = np.ones(n, dtype=np.intp)
+    for i in range(n - 1, 0, -1):
+        size[page.parent[i]] += size[i]
+    top = int(np.argmax(score)) if score.max() > 0 else 0
+    idx = np.arange(n)
+    in_main = (idx >= top) & (idx < top + size[top])
+    main_start = start[top]
+    main_end = start[top] + sub_chars[top]
+    put(in_main.astype(np.float64))
+    put(((start + sub_chars <= main_start) & ~in_main).astype(np.float64))
+    put(((start >= main_end) & ~in_main).astype(np.float64))
+    put(sub_chars[top] / total)
+    put(1.0 if top == 0 else 0.0)
+
+    # Neighbouring text blocks in document order.
+    text_nodes = np.flatnonzero(chars > 0)
+    prev_c = np.zeros(n)
+    prev_a = np.zeros(n)
+    next_c = np.zeros(n)
+    next_a = np.zeros(n)
+    if len(text_nodes) > 1:
+        prev_c[text_nodes[1:]] = np.log1p(chars[text_nodes[:-1]])
+        prev_a[text_nodes[1:]] = anchor[text_nodes[:-1]]
+        next_c[text_nodes[:-1]] = np.log1p(chars[text_nodes[1:]])
+        next_a[text_nodes[:-1]] = anchor[text_nodes[1:]]
+    put(prev_c)
+    put(prev_a)
+    put(next_c)
+    put(next_a)
+    put(plain / max(float(plain.max()), 1.0))
+    put(np.where(in_main, np.minimum(depth - depth[top], 10.0) / 10.0, -1.0))
+    ends = np.zeros(n)
+    stop = np.zeros(n)
+    is_stop = STOPWORDS.__contains__
+    for i, text in enumerate(page.text):
+        if text:
+            ends[i] = 1.0 if text[-1] in '.!?"”)' else 0.0
+            words = text.lower().split()
+            stop[i] = sum(map(is_stop, words)) / len(words)
+    put(ends)
+    put(stop)
+    put(1.0)
+    assert col == N_FEATURES
+    return X
+
+
+# -- the model --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PageLevelModel:
+    """Logistic-regression weights over FEATURE_NAMES, with the feature scaling they expect."""
+
+    names: tuple[str, ...]
+    mean: NDArray[np.float64]
+    scale: NDArray[np.float64]
+    coef: NDArray[np.float64]
+
+    def scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        z = ((X - self.mean) / self.scale) @ self.coef
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": "detemplate-pagelevel-1",
+            "features": list(self.names),
+            "mean": [round(float(v), 6) for v in self.mean],
+            "scale": [round(float(v), 6) for v in self.scale],
+            "coef": [round(float(v), 6) for v in self.coef],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PageLevelModel:
+        if data.get("format") != "detemplate-pagelevel-1":
+            raise ConfigError(f"not a page-level model (format {data.get('format')!r})")
+        names = tuple(str(v) for v in data["features"])
+        if names != FEATURE_NAMES:
+            raise ConfigError("the page-level model was trained on other features than this version computes")
+        arrays = [np.asarray(data[k], dtype=np.float64) for k in ("mean", "scale", "coef")]
+        if any(a.shape != (N_FEATURES,) for a in arrays):
+            raise ConfigError("page-level model arrays have the wrong length")
+        return cls(names, arrays[0], arrays[1], arrays[2])
+
+
+@lru_cache(maxsize=8)
+def load_model(path: str = "") -> PageLevelModel:
+    """The model in the file `path`, or the one shipped in worker/data/pagelevel.json (cached)."""
+    try:
+        if not path:
+            text = resources.files("worker").joinpath("data/pagelevel.json").read_text(encoding="utf-8")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
+        return PageLevelModel.from_json(json.loads(text))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"cannot read the page-level model {path or '(shipped)'}: {exc}") from exc
+
+
+def node_weights(page: PageTree, weighting: str) -> NDArray[np.float64]:
+    """Each node's weight in the smoothing loss: text-less nodes weigh nothing."""
+    chars = np.asarray(page.chars, dtype=np.float64)
+    if weighting == "log":
+        return np.log1p(chars)
+    if weighting == "sqrt":
+        return np.sqrt(chars)
+    if weighting == "chars":
+        return chars
+    return (chars > 0).astype(np.float64)
+
+
+def block_scores(
+    page: PageTree,
+    model: PageLevelModel,
+    smoothing: float,
+    weighting: str = "unit",
+    max_values: int = 64,
+    max_smooth_nodes: int = 5000,
+) -> NDArray[np.float64]:
+    """Templateness of each of `page.blocks`: classifier scores, smoothed over the tree."""
+    if not page.blocks:
+        return np.zeros(0)
+    x = model.scores(features(page))
+    if smoothing > 0.0 and len(x) <= max_smooth_nodes:
+        x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
+    return x[np.asarray(page.node_of_block, dtype=np.intp)]
+
+
+def score_blocks(
+    tree: LexborHTMLParser,
+    params: SegmentParams,
+    plp: PageLevelParams,
+    text_nodes: list[tuple[LexborNode, int]] | None = None,
+) -> tuple[list[Block], NDArray[np.float64]]:
+    """The page's blocks (as `segment_tree` cuts them) and each one's smoothed templateness."""
+    page = walk(tree, params, text_nodes)
+    scores = block_scores(
+        page, load_model(plp.model), plp.smoothing, plp.weighting, plp.max_values, plp.max_smooth_nodes
+    )
+    return page.blocks, scores
+
+
+def overrule(
+    scores: NDArray[np.float64],
+    rows: list[tuple[str, str, int, int, float]],
+    cold: bool,
+    max_ratio: float,
+    plp: PageLevelParams,
+) -> list[bool | None]:
+    """Where the model's verdict replaces the table's: for each block, template (True),
+    content (False) or None (the table decides).
+
+    `rows` are the blocks' (path, text, chars, template chars, ratio) from the table. On a
+    cold host the model judges every block (threshold); once the table has learned
+    something it may only turn blocks the table keeps into template (warm_threshold),
+    as `combine` says. Guard: when the model would remove more than `max_removed_share`
+    (`cold_max_removed_share` on a cold host) of the text it judges, the page is not
+    one it knows (a page of nothing but link lists, such as a documentation index),
+    and the table decides alone.
+    """
+    n = len(rows)
+    if cold:
+        judged = [True] * n
+        threshold = plp.threshold
+    elif plp.combine == "union":
+        judged = [row[4] <= max_ratio for row in rows]
+        threshold = plp.warm_threshold
+    elif plp.combine == "silent":
+        judged = [row[3] == 0 for row in rows]
+        threshold = plp.warm_threshold
+    else:
+        return [None] * n
+    out: list[bool | None] = [None] * n
+    base = 0
+    removed = 0
+    for i, row in enumerate(rows):
+        if judged[i]:
+            template = bool(scores[i] > threshold)
+            out[i] = template
+            base += row[2]
+            if template:
+                removed += row[2]
+    if base and removed > (plp.cold_max_removed_share if cold else plp.max_removed_share) * base:
+        return [None] * n
+    return out
