@@ -1,0 +1,168 @@
+"""Pagelets, shingles and templates (worker.detect.pagelets, `detemplate templates`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from selectolax.lexbor import LexborHTMLParser
+
+from tests.factories import make_site, write_jsonl
+from worker.detect import pagelet_cmd
+from worker.detect.pagelets import (
+    PageletConfig,
+    PageRecord,
+    global_templates,
+    local_templates,
+    page_pagelets,
+    read_page,
+    resolve,
+)
+from worker.model import RawPage
+from worker.params import SegmentParams
+from worker.segment import segment_tree
+
+SEG = SegmentParams()
+
+
+def _pagelets(html: str, url: str = "https://h.example/a/b.html", **cfg: int) -> list:
+    return page_pagelets(LexborHTMLParser(html), url, SEG, PageletConfig(**cfg))
+
+
+NAV = "".join(f'<li><a href="/s{i}/">Section {i}</a></li>' for i in range(5))
+PAGE = f"""<html><head><title>x</title><script>var a = 1;</script></head><body>
+<div id="top"><ul class="nav">{NAV}</ul></div>
+<article><h1>Title here</h1><p>Text with <a href="ref.html#part">one link</a> in it.</p></article>
+<footer><a href="/a">A</a> <a href="/b">B</a> <a href="mailto:x@y.z">mail</a></footer>
+</body></html>"""
+
+
+def test_partition_follows_definition_2() -> None:
+    pls = _pagelets(PAGE)
+    paths = [p.path for p in pls]
+    # body's children: div (5 links, >= k), article (1), footer (2 http links, 3 <a href>).
+    # div's only child ul holds 5 links, so div is split; ul's children hold 1 link each: ul is a pagelet.
+    assert paths == ["html/body/div/ul", "html/body/article", "html/body/footer"]
+    nav, article, footer = pls
+    assert nav.links == [f"https://h.example/s{i}/" for i in range(5)]
+    assert article.links == ["https://h.example/a/ref.html"]  # relative, fragment dropped
+    assert footer.links == ["https://h.example/a", "https://h.example/b"]  # mailto: is no page link
+    assert article.text == "Title here Text with one link in it."
+    assert "var a" not in " ".join(p.text for p in pls)
+
+
+def test_partition_with_larger_k_keeps_bigger_regions() -> None:
+    # With k = 6 no child of body holds 6 links: body itself is the one pagelet.
+    assert [p.path for p in _pagelets(PAGE, k=6)] == ["html/body"]
+    # With k = 1 an element is split while any child holds a link: down to the anchors themselves.
+    small = [p.path for p in _pagelets(PAGE, k=1)]
+    assert small.count("html/body/div/ul/li/a") == 5 and "html/body/div/ul/li" not in small
+
+
+def test_base_href_resolves_links() -> None:
+    html = '<html><head><base href="https://cdn.example/x/"></head><body><p><a href="y.html">y</a></p></body></html>'
+    (p,) = _pagelets(html, url="https://h.example/page.html")
+    assert p.links == ["https://cdn.example/x/y.html"]
+    assert resolve("https://h.example/a/", "javascript:void(0)") is None
+    assert resolve("https://h.example/a/", "#top") is None
+    assert resolve("https://h.example/a/", "//o.example/z") == "https://o.example/z"
+
+
+def test_pagelet_keys_are_the_segment_keys() -> None:
+    tree = LexborHTMLParser(PAGE)
+    seg_keys = {s.key for b in segment_tree(tree, SEG) for s in b.segments}
+    pl_keys = [k for p in page_pagelets(tree, "https://h.example/", SEG) for k in p.keys]
+    assert pl_keys and set(pl_keys) <= seg_keys
+
+
+def _nav(items: list[str]) -> str:
+    lis = "".join(f'<li><a href="/{w.lower()}/">{w}</a></li>' for w in items)
+    return f"<html><body><nav><ul>{lis}</ul></nav><main><p>body</p></main></body></html>"
+
+
+ITEMS = ["Home", "World", "Business", "Politics", "Science", "Health", "Sports", "Travel", "Style", "Opinion"]
+
+
+def test_shingle_sketch_survives_one_changed_item() -> None:
+    cfg = {"sketch_size": 8}
+    base = _pagelets(_nav(ITEMS), **cfg)[0]
+    one = _pagelets(_nav([*ITEMS[:6], "Weather", *ITEMS[7:]]), **cfg)[0]
+    other = _pagelets(_nav(["Alpha", "Beta", "Gamma", "Delta", "Omega", "Kappa", "Rho", "Tau", "Phi", "Chi"]), **cfg)[0]
+    assert base.path == one.path == "html/body/nav/ul"
+    same = sum(a == b for a, b in zip(base.sketch, one.sketch, strict=True))
+    assert same >= 4  # resemblance about 0.6: most min-hashes agree
+    assert not set(base.sketch) & set(other.sketch)
+    assert _pagelets(_nav(ITEMS))[0].sketch == base.sketch[:4]  # deterministic, prefix of a longer sketch
+
+
+def _record(url: str, nav_items: list[str], links: list[str], content: str) -> PageRecord:
+    lis = "".join(f'<li><a href="/{w}/">{w} item</a></li>' for w in nav_items)
+    own = "".join(f'<a href="{u}">to {u}</a> ' for u in links)
+    html = f"<html><body><nav><ul>{lis}</ul></nav><main><p>{content} {own}</p></main></body></html>"
+    return read_page(RawPage(url, html, "h.example"), SEG, PageletConfig())
+
+
+NAV5 = ["a", "b", "c", "d", "e"]
+
+
+def test_local_algorithm_groups_shared_pagelets_and_drops_duplicates() -> None:
+    recs = [_record(f"https://h.example/{i}", NAV5, [], f"unique words number {i} here") for i in range(4)]
+    dup = _record("https://h.example/dup", NAV5, [], "unique words number 0 here")
+    found = local_templates("h.example", [*recs, dup])
+    assert len(found) == 1
+    (t,) = found
+    assert t.pages == 4  # the duplicate of page 0 is dropped first
+    assert t.path == "html/body/nav/ul" and len(t.links) == 5
+    assert local_templates("h.example", recs[:1]) == []
+
+
+def test_global_algorithm_splits_by_link_components() -> None:
+    u = [f"https://h.example/p{i}" for i in range(6)]
+    recs = [
+        _record(u[0], NAV5, [u[1]], "first page text"),
+        _record(u[1], NAV5, [u[2]], "second page text"),
+        _record(u[2], NAV5, [], "third page text"),
+        # A mirror with the same pagelet that links to none of the above: its own component.
+        _record(u[3], NAV5, [u[4]], "fourth page text"),
+        _record(u[4], NAV5, [], "fifth page text"),
+        _record(u[5], NAV5, [], "lonely page text"),  # a singleton: not a template
+    ]
+    found = global_templates("h.example", recs)
+    groups = sorted(t.pages for t in found if t.path == "html/body/nav/ul")
+    assert groups == [2, 3]
+    assert {t.pages for t in local_templates("h.example", recs) if t.path == "html/body/nav/ul"} == {6}
+
+
+def test_generated_site_templates_are_the_template_regions() -> None:
+    site = make_site("gen.example", 12, seed=3)
+    recs = [read_page(sp.page, SEG, PageletConfig()) for sp in site]
+    found = local_templates("gen.example", recs)
+    texts = " ".join(t.sample for t in found if t.pages == len(site))
+    for label in ("Privacy policy", "Terms of use"):
+        assert label in texts
+    # No in-article text is part of a template found on more than one page.
+    for sp in site:
+        for g in sp.gold_blocks:
+            assert not any(g in t.sample for t in found if len(g) > 30)
+
+
+def _run_cmd(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    pagelet_cmd.register(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_templates_command_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pages = [sp.page for sp in make_site("one.example", 8, seed=1)] + [sp.page for sp in make_site("two.example", 8)]
+    path = write_jsonl(pages, tmp_path / "crawl.jsonl")
+    assert _run_cmd(["templates", str(path), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["host"] for r in rows} == {"one.example", "two.example"}
+    assert all(r["pages"] >= 2 and len(r["shingle"]) == 16 for r in rows)
+    assert any(r["pages"] == 8 and "Privacy policy" in r["sample"] for r in rows)
+    assert _run_cmd(["templates", str(path), "--algorithm", "global", "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "one.example: 8 pages" in out and "templates (global)" in out
