@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from worker import offline
 
     offline.register(sub)
-    for module in ("worker.samples", "worker.evaluate", "worker.bench", "worker.stream.commands", "worker.show", "worker.detect.cluster_cmd", "worker.detect.commands"):
+    for module in ("worker.samples", "worker.evaluate", "worker.bench", "worker.stream.commands", "worker.show", "worker.detect.cluster_cmd", "worker.detect.commands", "worker.detect.pagelet_cmd"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError as exc:
