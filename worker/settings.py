@@ -43,6 +43,8 @@ class StreamSettings:
     linger_ms: producer batching delay.
     compression: producer compression of the worker's output: lz4, zstd, snappy, gzip or
         "" for none (the default: measured on Tansu, lz4 cost throughput, docs/stream.md).
+    max_fetch_bytes: most bytes one fetch returns per partition (aiokafka max_partition_fetch_bytes);
+        8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
     """
@@ -67,6 +69,7 @@ class StreamSettings:
     standby_replicas: int = 0
     linger_ms: int = 10
     compression: str = ""
+    max_fetch_bytes: int = 8 * 1024 * 1024
     params: str = ""
 
     def __post_init__(self) -> None:

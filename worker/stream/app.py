@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import faust
+from aiokafka.errors import MessageSizeTooLargeError  # type: ignore[import-untyped]  # no stubs
 from faust.types import TP
 
 from worker import codec
@@ -204,7 +205,7 @@ class StreamWorker:
         if self.layout.is_snapshot_page(table.pages):
             await self._before_snapshot(host, table.pages, tp)
         for rkey, rvalue in self.layout.records(host, table, outcome.applied):
-            self.state[rkey] = rvalue
+            await self._put_state(rkey, rvalue, tp)
             self.stats.state_records += 1
             self.stats.state_bytes += len(rkey) + len(rvalue)
         self.stats.pages += 1
@@ -257,6 +258,29 @@ class StreamWorker:
             )
         await self._send_outcome(page.host, outcome)
 
+    async def _put_state(self, key: bytes, value: bytes, tp: TP) -> None:
+        """Write one state record: to the local store, and to the changelog partition of `tp`.
+
+        Not through the Faust table's own changelog path (`table[key] = value`): that goes
+        through Faust's ProducerBuffer, whose flush returns after 0.1 s without a message
+        sent, or as soon as the last message has left its queue but before it reached
+        aiokafka, so the offset commit that follows a flush could overtake the changelog
+        record (measured: committed pages missing from the state after SIGKILL under load).
+        Sent here, the record is in aiokafka's accumulator before the agent takes the next
+        message, so the flush Faust runs before committing this offset covers it.
+        """
+        self.state.data[key] = value  # the table's store: RocksDB, partition of the current event
+        fut = await self.app.producer.send(self.settings.topic_state, key, value, tp.partition, None, None)
+        fut.add_done_callback(self._on_state_sent)  # type: ignore[attr-defined]
+
+    def _on_state_sent(self, fut: Any) -> None:
+        _exit_on_send_error(fut)
+        if not fut.cancelled() and fut.exception() is None:
+            md = fut.result()
+            # What Faust's table does for its own changelog records: remember the offset
+            # the local store holds, so a restart on this directory reads only what follows.
+            self.state.data.set_persisted_offset(TP(md.topic, md.partition), md.offset)
+
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
         # Straight to the producer (Faust's Topic.send costs more per message than the
         # page's own JSON). Faust flushes this producer before it commits input offsets.
@@ -266,7 +290,11 @@ class StreamWorker:
     async def _send_outcome(self, host: str, outcome: Outcome) -> None:
         hkey = host.encode()
         assert outcome.clean is not None
-        await self._send(self.settings.topic_clean, hkey, codec.encode_clean(outcome.clean))
+        try:
+            await self._send(self.settings.topic_clean, hkey, codec.encode_clean(outcome.clean))
+        except MessageSizeTooLargeError as exc:  # raised before sending: the page goes on as a dead letter
+            clean = outcome.clean
+            await self._send_dead(DeadPage(clean.url, host, "output_too_large", str(exc), ""), None)
         for ev in outcome.events:
             await self._send(self.settings.topic_events, hkey, codec.encode_event(ev))
 
@@ -307,6 +335,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         table_standby_replicas=settings.standby_replicas,
         consumer_auto_offset_reset="earliest",
         producer_compression_type=settings.compression or None,
+        consumer_max_fetch_size=settings.max_fetch_bytes,
         web_enabled=False,
     )
     worker = StreamWorker(app, settings, params or settings.engine_params())
