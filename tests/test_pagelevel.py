@@ -75,8 +75,10 @@ def test_walk_collects_the_block_tree_and_cues() -> None:
     assert page.flags[home] & F_IN_NAV and page.flags[home] & (F_THINT << 2)
     assert not page.flags[home] & F_IN_A  # the anchor flag is the walk's own
     assert page.flags[texts["Copyright 2024 Example"]] & F_IN_FOOTER
-    # Text-less elements are not in the tree; starts grow in document order.
-    assert all(c > 0 or any(p == i for p in page.parent) or i == 0 for i, c in enumerate(page.chars))
+    # Subtrees are contiguous in document order: a node's children lie in [i, end[i]).
+    assert page.end[0] == n
+    assert all(i < page.end[i] <= page.end[page.parent[i]] for i in range(1, n))
+    assert all(page.parent[i] < i < page.end[page.parent[i]] for i in range(1, n))
     assert page.start == sorted(page.start)
 
 

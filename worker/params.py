@@ -160,11 +160,11 @@ class PageLevelParams:
     enabled: bool = True
     max_host_pages: int = 0
     combine: str = "union"
-    threshold: float = 0.3
+    threshold: float = 0.2
     warm_threshold: float = 0.7
     max_removed_share: float = 0.8
     cold_max_removed_share: float = 0.95
-    smoothing: float = 0.2
+    smoothing: float = 0.0
     weighting: str = "log"
     max_values: int = 64
     max_smooth_nodes: int = 5000

@@ -78,7 +78,10 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
                 tchars += length
         rows.append((path, " ".join([seg[1] for seg in segs]), chars, tchars, tchars / chars))
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
-    model_says = pagelevel.overrule(scores, rows, method == METHOD_COLD, max_ratio, plp) if scores is not None else None
+    model_says = None
+    if scores is not None:
+        early = pages < tparams.template_df
+        model_says = pagelevel.overrule(scores, rows, method == METHOD_COLD, max_ratio, plp, early)
 
     verdicts = []
     kept = []

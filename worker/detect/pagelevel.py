@@ -18,7 +18,6 @@ above `PageLevelParams.threshold`.
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,7 +34,7 @@ from worker.detect.isotonic import isotonic_tree
 from worker.errors import BadInputError, ConfigError
 from worker.model import Block, Segment
 from worker.params import PageLevelParams, SegmentParams
-from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, _tag_kinds
+from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component
 
 # Class/id words that mark template regions, and words that mark the main content.
 TEMPLATE_WORDS = frozenset(
@@ -133,11 +132,7 @@ STOPWORDS = frozenset(
     qui sur au avec il elle el los las y en es por con para una del se lo como más il di che è
     per non sono della""".split()  # noqa: SIM905
 )
-_PUNCT = re.compile(r"[.,;:!?]")
-_CAPITAL = re.compile(r"(?<!\S)[A-ZÀ-ÖØ-Þ]")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
-_SENTENCE = re.compile(r"[.!?](?:\s|$)")
-_COPYRIGHT = re.compile(r"©|&copy;|\bcopyright\b|all rights reserved", re.IGNORECASE)
+_COPYRIGHT_MARKS = ("©", "copyright", "all rights reserved")
 
 
 def _hint_re(words: frozenset[str], parts: tuple[str, ...]) -> re.Pattern[str]:
@@ -149,14 +144,26 @@ _TEMPLATE_RE = _hint_re(TEMPLATE_WORDS, _TEMPLATE_PARTS)
 _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
 
 
-@lru_cache(maxsize=16384)
-def _hints(cls: str, ident: str) -> int:
-    """Hint flag bits of one element's class and id values: whole words, or telling parts of words."""
-    text = f"{cls} {ident}".lower()
+_HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
+_HINTS_MAX = 1 << 17
+
+
+def _hints(pair: tuple[str, str]) -> int:
+    """Hint flag bits of one element's class and id: whole words, or telling parts of words."""
+    text = f"{pair[0]} {pair[1]}".lower()
     flags = F_THINT if _TEMPLATE_RE.search(text) else 0
     if _CONTENT_RE.search(text):
         flags |= F_CHINT
+    if len(_HINTS) >= _HINTS_MAX:
+        _HINTS.clear()
+    _HINTS[pair] = flags
     return flags
+
+
+@lru_cache(maxsize=16)
+def _walk_kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int, int]]:
+    """A cache tag_id -> (name, kind, inherited flag bits), as worker.segment keeps one."""
+    return {}
 
 
 @dataclass(slots=True)
@@ -165,8 +172,8 @@ class PageTree:
 
     blocks: the text-bearing blocks, exactly those of `worker.segment.segment_tree`.
     node_of_block: for each of `blocks`, its node in the tree below.
-    The per-node lists describe every layout element holding text somewhere below it
-    (node 0 is the page root):
+    The per-node lists describe every layout element that has children (node 0 is the
+    page root), text-less ones included:
     parent: parent node (-1 for the root); parents come before children.
     tag: element name ("" for the root).
     depth: element nesting depth.
@@ -175,6 +182,7 @@ class PageTree:
         links, its text segments, and the links directly under it.
     flags: F_* bits.
     text: the node's direct text (segments joined by spaces).
+    end: one past the node's last descendant (its subtree is nodes [i, end[i])).
     """
 
     blocks: list[Block]
@@ -189,6 +197,7 @@ class PageTree:
     links: list[int]
     flags: list[int]
     text: list[str]
+    end: list[int]
 
 
 def walk(
@@ -202,85 +211,85 @@ def walk(
     """
     root = tree.root
     if root is None:
-        return PageTree([], [], [], [], [], [], [], [], [], [], [], [])
+        return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [])
     block_tags = params.block_tags
     skip_tags = params.skip_tags
-    kinds = _tag_kinds(block_tags, skip_tags)
+    kinds = _walk_kinds(block_tags, skip_tags)
     mode = params.path_mode
     by_tag = mode == "tag"
     with_id = mode == "tag_id_class"
     max_depth = params.max_depth
     budget = [params.max_nodes]
     total = [0]  # page text characters so far
+    hints_get = _HINTS.get
 
-    paths: list[str] = []
+    # Per node: the fixed facts in one tuple (path, parent, tag, depth, start, flags),
+    # the counters in lists.
+    facts: list[tuple[str, int, str, int, int, int]] = []
     segments: list[list[Segment]] = []
-    parent: list[int] = []
-    tags: list[str] = []
-    depths: list[int] = []
-    start: list[int] = []
+    chars: list[int] = []
     achars: list[int] = []
     links: list[int] = []
-    flags_of: list[int] = []
-
-    def open_block(path: str, blk: int, tag: str, depth: int, flags: int) -> int:
-        paths.append(path)
-        segments.append([])
-        parent.append(blk)
-        tags.append(tag)
-        depths.append(depth)
-        start.append(total[0])
-        achars.append(0)
-        links.append(0)
-        flags_of.append(flags)
-        return len(paths) - 1
-
-    def add_text(node: LexborNode, raw: str, path: str, blk: int, inh: int) -> None:
-        text = " ".join(raw.split())
-        if text:
-            n = len(text)
-            key = xxh3_64_intdigest(f"{path}\x00{text}".encode())
-            segments[blk].append(Segment(key, text, n))
-            total[0] += n
-            if inh & F_IN_A:
-                achars[blk] += n
-            if text_nodes is not None:
-                text_nodes.append((node, key))
+    ends: list[int] = []  # one past the last node of each node's subtree
 
     def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
+        segs = segments[blk]
         for child in node.iter(include_text=True, skip_empty=True):
             tid = child.tag_id
             if tid == _TEXT_ID:
                 raw = child.text_content
                 if raw:
-                    add_text(child, raw, path, blk, inh)
+                    text = " ".join(raw.split())
+                    if text:
+                        n = len(text)
+                        key = xxh3_64_intdigest(f"{path}\x00{text}".encode())
+                        segs.append(Segment(key, text, n))
+                        total[0] += n
+                        chars[blk] += n
+                        if inh & F_IN_A:
+                            achars[blk] += n
+                        if text_nodes is not None:
+                            text_nodes.append((child, key))
                 continue
             info = kinds.get(tid)
             if info is None:
                 tag = child.tag
                 if tag is None or tag[0] == "-":
                     continue
-                info = (tag, _SKIP if tag in skip_tags else _BLOCK if tag in block_tags else _INLINE)
+                kind = _SKIP if tag in skip_tags else _BLOCK if tag in block_tags else _INLINE
+                info = (tag, kind, _INHERIT.get(tag, 0))
                 if tid < _MAX_STATIC_TAG_ID:
                     kinds[tid] = info
-            tag, kind = info
+            tag, kind, bits = info
             if kind == _SKIP:
                 continue
             budget[0] -= 1
             if budget[0] < 0:
                 raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
-            if tag == "a":
+            if bits & F_IN_A:
                 links[blk] += 1
             first = child.child
             if first is None:
                 continue
-            attrs = child.attrs
-            cls = attrs.get("class") or ""
-            ident = attrs.get("id") or ""
-            name = tag
-            if not by_tag:
+            own = 0
+            if by_tag:
+                child_path = f"{path}/{tag}"
+                if kind == _BLOCK:
+                    attrs = child.attrs
+                    cls = attrs.get("class") or ""
+                    ident = attrs.get("id") or ""
+                    if cls or ident:
+                        pair = (cls, ident)
+                        own = hints_get(pair, -1)
+                        if own < 0:
+                            own = _hints(pair)
+            else:
+                attrs = child.attrs
+                cls = attrs.get("class")
+                ident = attrs.get("id") if (with_id or kind == _BLOCK) else None
+                name = tag
                 if with_id and ident:
                     name = f"{name}#{ident}"
                 if cls:
@@ -288,50 +297,81 @@ def walk(
                     if parts:
                         parts.sort()
                         name = name + "." + ".".join(parts)
-            child_path = f"{path}/{name}"
-            own = _hints(cls, ident) if (cls or ident) else 0
-            inner = inh | (own << 2) | _INHERIT.get(tag, 0)
-            target = open_block(child_path, blk, tag, depth, own | (inh & ~F_IN_A)) if kind == _BLOCK else blk
+                child_path = f"{path}/{name}"
+                # Class/id hints are read on layout elements only: inline ones rarely carry them.
+                if kind == _BLOCK and (cls or ident):
+                    pair = (cls or "", ident or "")
+                    own = hints_get(pair, -1)
+                    if own < 0:
+                        own = _hints(pair)
+            inner = inh | (own << 2) | bits
+            if kind == _BLOCK:
+                target = len(facts)
+                facts.append((child_path, blk, tag, depth, total[0], own | (inh & ~F_IN_A)))
+                segments.append([])
+                chars.append(0)
+                achars.append(0)
+                links.append(0)
+                ends.append(target + 1)
+            else:
+                target = blk
             if first.tag_id == _TEXT_ID and first.next is None:
                 raw = first.text_content
                 if raw:
-                    add_text(first, raw, child_path, target, inner)
+                    text = " ".join(raw.split())
+                    if text:
+                        n = len(text)
+                        key = xxh3_64_intdigest(f"{child_path}\x00{text}".encode())
+                        segments[target].append(Segment(key, text, n))
+                        total[0] += n
+                        chars[target] += n
+                        if inner & F_IN_A:
+                            achars[target] += n
+                        if text_nodes is not None:
+                            text_nodes.append((first, key))
                 continue
             visit(child, child_path, target, depth + 1, inner)
+            if kind == _BLOCK:
+                ends[target] = len(facts)
 
     tag = root.tag or "html"
     root_path = tag if by_tag else _component(root, tag, mode)
-    open_block(root_path, -1, tag, 0, 0)
+    facts.append((root_path, -1, tag, 0, 0, 0))
+    segments.append([])
+    chars.append(0)
+    achars.append(0)
+    links.append(0)
+    ends.append(1)
     visit(root, root_path, 0, 1, 0)
+    ends[0] = len(facts)
+    paths, parent, tags, depths, start, flags_of = (list(column) for column in zip(*facts, strict=True))
 
-    # Keep the nodes that hold text in their subtree; renumber them in document order.
-    n_all = len(paths)
-    chars = [sum(s.length for s in segs) for segs in segments]
-    sub = chars[:]
-    for i in range(n_all - 1, 0, -1):
-        sub[parent[i]] += sub[i]
-    keep = [i for i in range(n_all) if sub[i] > 0 or i == 0]
-    new_id = {old: new for new, old in enumerate(keep)}
+    # Text-less layout elements stay in the tree: they weigh nothing, and pruning them
+    # would cost a renumbering pass.
     blocks_out: list[Block] = []
     node_of_block = []
-    for old in keep:
-        segs = segments[old]
+    texts = []
+    for i, segs in enumerate(segments):
         if segs:
-            node_of_block.append(new_id[old])
-            blocks_out.append(Block(paths[old], segs, len(blocks_out)))
+            node_of_block.append(i)
+            blocks_out.append(Block(paths[i], segs, len(blocks_out)))
+            texts.append(" ".join([seg.text for seg in segs]))
+        else:
+            texts.append("")
     return PageTree(
         blocks=blocks_out,
         node_of_block=node_of_block,
-        parent=[new_id[parent[o]] if o else -1 for o in keep],
-        tag=[tags[o] for o in keep],
-        depth=[depths[o] for o in keep],
-        start=[start[o] for o in keep],
-        chars=[chars[o] for o in keep],
-        achars=[achars[o] for o in keep],
-        segs=[len(segments[o]) for o in keep],
-        links=[links[o] for o in keep],
-        flags=[flags_of[o] for o in keep],
-        text=[" ".join([s.text for s in segments[o]]) for o in keep],
+        parent=parent,
+        tag=tags,
+        depth=depths,
+        start=start,
+        chars=chars,
+        achars=achars,
+        segs=[len(segs) for segs in segments],
+        links=links,
+        flags=flags_of,
+        text=texts,
+        end=ends,
     )
 
 
@@ -372,16 +412,18 @@ def features(page: PageTree) -> NDArray[np.float64]:
     achars = np.asarray(page.achars, dtype=np.float64)
     links = np.asarray(page.links, dtype=np.float64)
     segs = np.asarray(page.segs, dtype=np.float64)
-    sub_chars = chars.copy()
-    sub_achars = achars.copy()
-    sub_links = links.copy()
-    children = np.zeros(n)
-    for i in range(n - 1, 0, -1):
-        p = page.parent[i]
-        sub_chars[p] += sub_chars[i]
-        sub_achars[p] += sub_achars[i]
-        sub_links[p] += sub_links[i]
-        children[p] += 1
+    first = np.arange(n)
+    last = np.asarray(page.end, dtype=np.intp)
+
+    def subtree(values: NDArray[np.float64]) -> NDArray[np.float64]:
+        acc = np.zeros(n + 1)
+        np.cumsum(values, out=acc[1:])
+        return acc[last] - acc[first]
+
+    sub_chars = subtree(chars)
+    sub_achars = subtree(achars)
+    sub_links = subtree(links)
+    children = np.bincount(parent[1:], minlength=n).astype(np.float64)
     total = max(sub_chars[0], 1.0)
     start = np.asarray(page.start, dtype=np.float64)
     depth = np.asarray(page.depth, dtype=np.float64)
@@ -410,22 +452,22 @@ def features(page: PageTree) -> NDArray[np.float64]:
     put(np.log1p(children))
     put((chars > 0).astype(np.float64))
 
-    # Statistics of the direct text.
+    # Statistics of the direct text, for all nodes at once over the page's text.
+    text = _TextStats(page.text)
+    nonempty = chars > 0
+    length = np.maximum(chars, 1.0)
+    words = np.where(nonempty, text.count(_SPACE) + 1.0, 0.0)
+    nw = np.maximum(words, 1.0)
     stats = np.zeros((n, 8))
-    for i, text in enumerate(page.text):
-        if not text:
-            continue
-        length = len(text)
-        words = text.split()
-        nw = len(words)
-        stats[i, 0] = len(_PUNCT.findall(text)) / length
-        stats[i, 1] = len(_SENTENCE.findall(text)) * 100.0 / (length + 100.0)
-        stats[i, 2] = math.log1p(nw)
-        stats[i, 3] = min(length / nw, 20.0) / 10.0
-        stats[i, 4] = (length - len(text.translate(_NO_DIGITS))) / length
-        stats[i, 5] = len(_CAPITAL.findall(text)) / nw
-        stats[i, 6] = 1.0 if _COPYRIGHT.search(text) else 0.0
-        stats[i, 7] = (text.count("|") + text.count("·") + text.count("»")) / nw
+    stats[:, 0] = text.count(_PUNCT_BIT) / length
+    stats[:, 1] = text.sentences() * 100.0 / (chars + 100.0)
+    stats[:, 2] = np.log1p(words)
+    stats[:, 3] = np.where(nonempty, np.minimum(chars / nw, 20.0) / 10.0, 0.0)
+    stats[:, 4] = text.count(_DIGIT) / length
+    stats[:, 5] = text.capitals() / nw
+    lowered = text.big.lower()
+    stats[:, 6] = text.copyright(lowered)
+    stats[:, 7] = text.count(_PIPE) / nw
     X[:, col : col + 8] = stats
     col += 8
 
@@ -460,20 +502,17 @@ def features(page: PageTree) -> NDArray[np.float64]:
     # text vote for their parent and, half, for their grandparent; the node with most
     # votes holds the main content.
     plain = chars - achars
-    vote = np.where((plain >= 25) & (anchor < 0.5), 1.0 + np.minimum(plain / 100.0, 3.0), 0.0)
-    for i, text in enumerate(page.text):
-        if vote[i]:
-            vote[i] += min(text.count(","), 5) * 0.5
+    vote = np.where(
+        (plain >= 25) & (anchor < 0.5),
+        1.0 + np.minimum(plain / 100.0, 3.0) + 0.5 * np.minimum(text.count(_COMMA), 5),
+        0.0,
+    )
     score = np.zeros(n)
     np.add.at(score, par[1:], vote[1:])
     gpar = par[par]
     np.add.at(score, gpar[1:], 0.5 * vote[1:])
-    size = np.ones(n, dtype=np.intp)
-    for i in range(n - 1, 0, -1):
-        size[page.parent[i]] += size[i]
     top = int(np.argmax(score)) if score.max() > 0 else 0
-    idx = np.arange(n)
-    in_main = (idx >= top) & (idx < top + size[top])
+    in_main = (first >= top) & (first < last[top])
     main_start = start[top]
     main_end = start[top] + sub_chars[top]
     put(in_main.astype(np.float64))
@@ -499,19 +538,107 @@ def features(page: PageTree) -> NDArray[np.float64]:
     put(next_a)
     put(plain / max(float(plain.max()), 1.0))
     put(np.where(in_main, np.minimum(depth - depth[top], 10.0) / 10.0, -1.0))
-    ends = np.zeros(n)
-    stop = np.zeros(n)
-    is_stop = STOPWORDS.__contains__
-    for i, text in enumerate(page.text):
-        if text:
-            ends[i] = 1.0 if text[-1] in '.!?"”)' else 0.0
-            words = text.lower().split()
-            stop[i] = sum(map(is_stop, words)) / len(words)
+    ends = text.ends_sentence()
+    stop = text.stopwords(lowered, words) / nw
     put(ends)
     put(stop)
     put(1.0)
     assert col == N_FEATURES
     return X
+
+
+_SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA, _CLOSE = (1 << k for k in range(8))
+_LUT_SIZE = 0x2100  # character classes of the first code points; the others have none
+
+
+def _char_classes() -> NDArray[np.uint8]:
+    lut = np.zeros(_LUT_SIZE + 1, dtype=np.uint8)
+    for chars, bit in (
+        (" \n", _SPACE),
+        (".,;:!?", _PUNCT_BIT),
+        (".!?", _SENT_BIT),
+        ("0123456789", _DIGIT),
+        ("|·»", _PIPE),
+        (",", _COMMA),
+        ('.!?"”)', _CLOSE),
+    ):
+        for ch in chars:
+            lut[ord(ch)] |= bit
+    for code in range(_LUT_SIZE):
+        if chr(code).isupper():
+            lut[code] |= _UPPER
+    lut[_LUT_SIZE] = 0
+    return lut
+
+
+_LUT = _char_classes()
+
+
+class _TextStats:
+    """Character-class counts of every node's text, computed once over the joined page text."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        n = len(texts)
+        lens = np.fromiter(map(len, texts), dtype=np.intp, count=n)
+        self.big = "\n".join(texts)
+        codes = np.frombuffer(self.big.encode("utf-32-le"), dtype=np.uint32)
+        self.cls = _LUT[np.minimum(codes, _LUT_SIZE)]
+        self.starts = np.zeros(n, dtype=np.intp)
+        np.cumsum(lens[:-1] + 1, out=self.starts[1:])
+        self.stops = self.starts + lens
+        self.lens = lens
+
+    def _per_node(self, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+        acc = np.zeros(len(mask) + 1)
+        np.cumsum(mask, out=acc[1:])
+        return acc[self.stops] - acc[self.starts]
+
+    def count(self, bit: int) -> NDArray[np.float64]:
+        return self._per_node((self.cls & bit) != 0)
+
+    def sentences(self) -> NDArray[np.float64]:
+        """Sentence ends: . ! ? before a space or the end of the node's text."""
+        cls = self.cls
+        after = np.ones(len(cls), dtype=bool)
+        after[:-1] = (cls[1:] & _SPACE) != 0
+        return self._per_node(((cls & _SENT_BIT) != 0) & after)
+
+    def capitals(self) -> NDArray[np.float64]:
+        """Words that begin with a capital letter."""
+        cls = self.cls
+        before = np.ones(len(cls), dtype=bool)
+        before[1:] = (cls[:-1] & _SPACE) != 0
+        return self._per_node(((cls & _UPPER) != 0) & before)
+
+    def ends_sentence(self) -> NDArray[np.float64]:
+        out = np.zeros(len(self.lens))
+        some = self.lens > 0
+        out[some] = (self.cls[self.stops[some] - 1] & _CLOSE) != 0
+        return out
+
+    def copyright(self, lowered: str) -> NDArray[np.float64]:
+        """Nodes with a copyright notice (plain substring search: regexes are slower here)."""
+        out = np.zeros(len(self.lens))
+        hits = []
+        for needle in _COPYRIGHT_MARKS:
+            at = lowered.find(needle)
+            while at >= 0:
+                hits.append(at)
+                at = lowered.find(needle, at + 1)
+        if hits:
+            out[np.searchsorted(self.starts, hits, side="right") - 1] = 1.0
+        return out
+
+    def stopwords(self, lowered: str, words: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Function words per node (texts are single-space separated, so words align)."""
+        tokens = lowered.split()
+        counts = words.astype(np.intp)
+        if len(tokens) != int(counts.sum()):  # lower() met a character it splits: count slowly
+            return np.array([sum(map(STOPWORDS.__contains__, t.lower().split())) for t in self.texts], dtype=np.float64)
+        hit = np.fromiter(map(STOPWORDS.__contains__, tokens), dtype=np.float64, count=len(tokens))
+        owner = np.repeat(np.arange(len(counts)), counts)
+        return np.bincount(owner, weights=hit, minlength=len(counts))
 
 
 # -- the model --------------------------------------------------------------------------
@@ -614,13 +741,15 @@ def overrule(
     cold: bool,
     max_ratio: float,
     plp: PageLevelParams,
+    early: bool = False,
 ) -> list[bool | None]:
     """Where the model's verdict replaces the table's: for each block, template (True),
     content (False) or None (the table decides).
 
     `rows` are the blocks' (path, text, chars, template chars, ratio) from the table. On a
     cold host the model judges every block (threshold); once the table has learned
-    something it may only turn blocks the table keeps into template (warm_threshold),
+    something it may only turn blocks the table keeps into template (warm_threshold, or
+    threshold while the host is `early`: fewer pages than the table's template_df),
     as `combine` says. Guard: when the model would remove more than `max_removed_share`
     (`cold_max_removed_share` on a cold host) of the text it judges, the page is not
     one it knows (a page of nothing but link lists, such as a documentation index),
@@ -632,10 +761,10 @@ def overrule(
         threshold = plp.threshold
     elif plp.combine == "union":
         judged = [row[4] <= max_ratio for row in rows]
-        threshold = plp.warm_threshold
+        threshold = plp.threshold if early else plp.warm_threshold
     elif plp.combine == "silent":
         judged = [row[3] == 0 for row in rows]
-        threshold = plp.warm_threshold
+        threshold = plp.threshold if early else plp.warm_threshold
     else:
         return [None] * n
     out: list[bool | None] = [None] * n
