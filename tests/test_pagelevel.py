@@ -120,7 +120,8 @@ def test_smoothed_scores_are_monotone_on_the_tree() -> None:
     y, _ = isotonic_tree(x, page.parent, 0.2, node_weights(page, "log"))
     assert is_monotone(y, page.parent)
     smoothed = block_scores(page, model, 0.2, "log")
-    assert np.allclose(smoothed, y[page.node_of_block])
+    differ = np.flatnonzero(~np.isclose(smoothed, y[page.node_of_block]))
+    assert len(differ) <= 1 and (smoothed[differ] == 0.0).all()  # the page's main text is protected
 
 
 def test_model_json_round_trip_and_mismatch(tmp_path: Path) -> None:

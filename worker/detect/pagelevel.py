@@ -718,7 +718,14 @@ def block_scores(
     x = model.scores(features(page))
     if smoothing > 0.0 and len(x) <= max_smooth_nodes:
         x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
-    return x[np.asarray(page.node_of_block, dtype=np.intp)]
+    nodes = np.asarray(page.node_of_block, dtype=np.intp)
+    scores = x[nodes]
+    # The block with the most non-link text is the page's main text: a page-level model
+    # that calls it template has misread the page (measured: this keeps articles written
+    # in an unusual style), so it is never template by the model.
+    plain = np.asarray(page.chars, dtype=np.float64)[nodes] - np.asarray(page.achars, dtype=np.float64)[nodes]
+    scores[int(np.argmax(plain))] = 0.0
+    return scores
 
 
 def score_blocks(
