@@ -7,6 +7,7 @@ same bytes for the same pages in the same order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -54,6 +55,7 @@ class Block(NamedTuple):
     path: str  # DOM path of the layout element
     segments: list[Segment]
     order: int  # position of the block in document order (0-based)
+    links: Sequence[str] = ()  # hrefs of the <a href> in it, as written, in document order
 
 
 class BlockVerdict(NamedTuple):
@@ -78,6 +80,10 @@ class CleanPage:
     text: str  # kept content text, blocks joined by newlines
     blocks: tuple[BlockVerdict, ...]
     html: str | None = None  # the page with template blocks removed, when asked for
+    # Absolute URLs (fragments dropped, distinct, in document order) of the links in the
+    # content blocks and in the template blocks: link analysis drops the template ones.
+    content_links: tuple[str, ...] = ()
+    template_links: tuple[str, ...] = ()
 
     @property
     def chars(self) -> int:

@@ -75,7 +75,7 @@ def _component(node: LexborNode, tag: str, mode: str) -> str:
 
 # lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
 _TEXT_ID = 2
-_INLINE, _BLOCK, _SKIP = 0, 1, 2
+_INLINE, _BLOCK, _SKIP, _ANCHOR = 0, 1, 2, 3  # an anchor is inline; its href goes to its block
 # Ids of the tags lexbor knows are small and the same in every document; a custom
 # element gets a per-document id (a pointer), which must not be cached.
 _MAX_STATIC_TAG_ID = 1 << 16
@@ -92,7 +92,9 @@ def segment_tree(
 ) -> list[Block]:
     """Cut a parsed page into blocks of text segments, in document order.
 
-    Blocks without any visible text are left out. When `text_nodes` is given, each
+    Blocks without any visible text are left out. Each block carries the hrefs of the
+    `<a href>` elements in it (as written, in document order); those of a block without
+    text go to its nearest enclosing block with text. When `text_nodes` is given, each
     segment's lexbor text node is appended to it with the segment's key (for --html).
     """
     root = tree.root
@@ -106,11 +108,13 @@ def segment_tree(
     max_depth = params.max_depth
     budget = [params.max_nodes]  # elements left before the page is too big
     blocks: list[tuple[str, list[Segment]]] = []
+    parents: list[int] = []  # each block's enclosing block (-1 for the root's)
+    anchors: list[tuple[int, str]] = []  # (block, href) of every <a href>, in document order
 
     # Measured: a recursive walk over lexbor's child iterator is 20-25% faster than an
     # explicit stack of (node, path, block) tuples; recursion is bounded by max_depth.
     # Dispatch is on the integer tag_id, cached per tag: cheaper than the tag name.
-    def visit(node: LexborNode, path: str, segs: list[Segment], depth: int) -> None:
+    def visit(node: LexborNode, path: str, segs: list[Segment], blk: int, depth: int) -> None:
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
         for child in node.iter(include_text=True, skip_empty=True):
@@ -130,7 +134,7 @@ def segment_tree(
                 tag = child.tag
                 if tag is None or tag[0] == "-":
                     continue  # comments, processing instructions
-                info = (tag, _SKIP if tag in skip_tags else _BLOCK if tag in block_tags else _INLINE)
+                info = (tag, _kind(tag, block_tags, skip_tags))
                 if tid < _MAX_STATIC_TAG_ID:
                     kinds[tid] = info
             tag, kind = info
@@ -139,6 +143,10 @@ def segment_tree(
             budget[0] -= 1
             if budget[0] < 0:
                 raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+            if kind == _ANCHOR:
+                href = child.attrs.get("href")
+                if href:
+                    anchors.append((blk, href))
             first = child.child
             if first is None:
                 continue  # an empty element (img, br, input...) holds no text
@@ -146,9 +154,12 @@ def segment_tree(
             if kind == _BLOCK:
                 own: list[Segment] = []
                 blocks.append((child_path, own))
+                parents.append(blk)
                 target = own
+                target_blk = len(blocks) - 1
             else:
                 target = segs
+                target_blk = blk
             if first.tag_id == _TEXT_ID and first.next is None:
                 # The most common leaf, <a>text</a> or <li>text</li>: no call, no iterator.
                 raw = first.text_content
@@ -160,14 +171,53 @@ def segment_tree(
                         if text_nodes is not None:
                             text_nodes.append((first, key))
                 continue
-            visit(child, child_path, target, depth + 1)
+            visit(child, child_path, target, target_blk, depth + 1)
 
     tag = root.tag or "html"
     root_path = tag if by_tag else _component(root, tag, mode)
     root_segs: list[Segment] = []
     blocks.append((root_path, root_segs))
-    visit(root, root_path, root_segs, 1)
-    return [Block(path, segs, i) for i, (path, segs) in enumerate(b for b in blocks if b[1])]
+    parents.append(-1)
+    visit(root, root_path, root_segs, 0, 1)
+    if not anchors:
+        return [Block(path, segs, i) for i, (path, segs) in enumerate(b for b in blocks if b[1])]
+    links = block_links([bool(b[1]) for b in blocks], parents, anchors)
+    out: list[Block] = []
+    for old, (path, segs) in enumerate(blocks):
+        if segs:
+            out.append(Block(path, segs, len(out), links.get(old, ())))
+    return out
+
+
+def _kind(tag: str, block_tags: frozenset[str], skip_tags: frozenset[str]) -> int:
+    if tag in skip_tags:
+        return _SKIP
+    if tag in block_tags:
+        return _BLOCK
+    return _ANCHOR if tag == "a" else _INLINE
+
+
+def block_links(has_text: list[bool], parents: list[int], anchors: list[tuple[int, str]]) -> dict[int, list[str]]:
+    """Block index -> its hrefs: a textless block's go to its nearest enclosing block with text.
+
+    `parents[i] < i` (blocks are numbered in document order, parents first); anchors in
+    document order, so each block's hrefs stay in document order.
+    """
+    owner = list(range(len(has_text)))
+    for i, text in enumerate(has_text):
+        if not text:
+            p = parents[i]
+            owner[i] = owner[p] if p >= 0 else -1
+    out: dict[int, list[str]] = {}
+    for blk, href in anchors:
+        o = owner[blk]
+        if o >= 0:
+            hrefs = out.get(o)
+            if hrefs is None:
+                out[o] = [href]
+            else:
+                hrefs.append(href)
+    return out
 
 
 def segment_html(html: str, params: SegmentParams) -> tuple[LexborHTMLParser, list[Block]]:

@@ -34,7 +34,7 @@ from worker.detect.isotonic import isotonic_tree
 from worker.errors import BadInputError, ConfigError
 from worker.model import Block, Segment
 from worker.params import PageLevelParams, SegmentParams
-from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component
+from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, block_links
 
 # Class/id words that mark template regions, and words that mark the main content.
 TEMPLATE_WORDS = frozenset(
@@ -231,6 +231,7 @@ def walk(
     achars: list[int] = []
     links: list[int] = []
     ends: list[int] = []  # one past the last node of each node's subtree
+    anchors: list[tuple[int, str]] = []  # (block, href), as segment_tree collects them
 
     def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
         if depth >= max_depth:
@@ -270,6 +271,9 @@ def walk(
                 raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
             if bits & F_IN_A:
                 links[blk] += 1
+                href = child.attrs.get("href")
+                if href:
+                    anchors.append((blk, href))
             first = child.child
             if first is None:
                 continue
@@ -351,10 +355,11 @@ def walk(
     blocks_out: list[Block] = []
     node_of_block = []
     texts = []
+    hrefs = block_links([bool(segs) for segs in segments], parent, anchors) if anchors else {}
     for i, segs in enumerate(segments):
         if segs:
             node_of_block.append(i)
-            blocks_out.append(Block(paths[i], segs, len(blocks_out)))
+            blocks_out.append(Block(paths[i], segs, len(blocks_out), hrefs.get(i, ())))
             texts.append(" ".join([seg.text for seg in segs]))
         else:
             texts.append("")
