@@ -166,3 +166,88 @@ def test_templates_command_json_and_table(tmp_path: Path, capsys: pytest.Capture
     assert _run_cmd(["templates", str(path), "--algorithm", "global", "--limit", "2"]) == 0
     out = capsys.readouterr().out
     assert "one.example: 8 pages" in out and "templates (global)" in out
+
+
+# -- template links in the stream pipeline ------------------------------------------------
+
+
+def test_segment_tree_gives_each_block_its_hrefs() -> None:
+    html = """<html><body><div class="logo"><a href="/"><img src="l.png"></a></div>
+    <ul><li><a href="/a">A</a></li><li><a href="/b">B</a> and <a href="/c">C</a></li></ul>
+    <p>Text <a href="x.html">x</a> <a>no href</a> <a href="">empty</a></p></body></html>"""
+    blocks = segment_tree(LexborHTMLParser(html), SEG)
+    by_path = {b.path: list(b.links) for b in blocks if b.links}
+    assert by_path["html/body/ul/li"] == ["/b", "/c"]
+    # The logo link's div has no text: it goes to the nearest block with text, body.
+    assert by_path["html/body"] == ["/", "x.html"]
+    assert [list(b.links) for b in blocks if b.path == "html/body/ul/li"] == [["/a"], ["/b", "/c"]]
+
+
+HREFS = ["a.html", "./a.html", "../a.html", "../../../x/y", "b/../c/./d.html", "?q=1", "/r/../s", "/", "..",
+         ".", "x?y=1#f", "//o.example/p/../q", "https://o.example/a/b?c=d", "c/.hidden", "d..e/f", "g?h=../i"]  # fmt: skip
+
+
+@pytest.mark.parametrize("base", ["https://h.example/d/e/p.html", "http://h.example:8080/", "https://h.example/d/?x=1"])
+def test_absolute_links_agree_with_urljoin(base: str) -> None:
+    from urllib.parse import urldefrag, urljoin
+
+    from worker.detect.pagelets import absolute_links
+
+    got = [absolute_links(base, [h]) for h in HREFS]
+    want = [[urldefrag(urljoin(base, h))[0]] for h in HREFS]
+    assert got == want
+
+
+def test_absolute_links_resolve_and_dedupe() -> None:
+    from worker.detect.pagelets import absolute_links
+
+    got = absolute_links(
+        "https://h.example/d/p.html",
+        ["/a", "b.html#s", "b.html", "#top", "mailto:x@y", "HTTPS://o.example/Z", "//c.example/", " ../up "],
+    )
+    assert got == [
+        "https://h.example/a",
+        "https://h.example/d/b.html",
+        "https://o.example/Z",
+        "https://c.example/",
+        "https://h.example/up",
+    ]
+
+
+def _links_inside_and_outside(sp: object) -> tuple[set[str], set[str]]:
+    """The page's absolute links inside its known content container, and all the others."""
+    from worker.detect.pagelets import absolute_links
+
+    page = sp.page  # type: ignore[attr-defined]
+    tree = LexborHTMLParser(page.html)
+    container = tree.css_first(sp.content_selector)  # type: ignore[attr-defined]
+    assert container is not None
+    inside = set(absolute_links(page.url, [a.attributes.get("href") or "" for a in container.css("a[href]")]))
+    every = set(absolute_links(page.url, [a.attributes.get("href") or "" for a in tree.css("a[href]")]))
+    return inside, every - inside
+
+
+@pytest.mark.parametrize("layout", ["blog", "docs", "news"])
+def test_clean_page_splits_template_and_content_links_on_generated_sites(layout: str) -> None:
+    from worker.params import EngineParams
+    from worker.pipeline import decide
+    from worker.table import HostTable
+
+    params = EngineParams()
+    site = make_site(f"{layout}.example", 30, seed=7, layout=layout, redesign=20)
+    table = HostTable(params.table)
+    checked = 0
+    for i, sp in enumerate(site):
+        out = decide(sp.page, table, params)
+        assert out.clean is not None
+        inside, outside = _links_inside_and_outside(sp)
+        assert inside == set(sp.links) and len(outside) >= 10
+        if i < 5 or 20 <= i < 25:
+            continue  # the host's template (and, after the redesign, the new one) is being learned
+        content, template = set(out.clean.content_links), set(out.clean.template_links)
+        # Every navigation, header, sidebar and footer link lands in template links ...
+        assert outside <= template, (i, outside - template)
+        # ... and every in-article link in content links, never in template links.
+        assert inside <= content and not inside & template, (i, inside & template)
+        checked += 1
+    assert checked == 20

@@ -50,6 +50,7 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
             "template_chars": template_chars,
         },
         "blocks": blocks,
+        "links": {"content": list(page.content_links), "template": list(page.template_links)},
     }
     if page.html is not None:
         out["html"] = page.html

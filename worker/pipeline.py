@@ -10,6 +10,7 @@ from __future__ import annotations
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from worker.detect import pagelevel
+from worker.detect.pagelets import absolute_links, base_url
 from worker.errors import BadInputError
 from worker.model import (
     CONTENT,
@@ -69,7 +70,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         template_keys = set()
 
     rows = []
-    for path, segs, _ in blocks:
+    for path, segs, _, _ in blocks:
         chars = 0
         tchars = 0
         for key, _text, length in segs:
@@ -101,7 +102,10 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         verdicts.append(BlockVerdict(path, text, chars, tchars, ratio, verdict, by))
 
     html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
-    clean = CleanPage(page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html)
+    content_links, template_links = split_links(page, tree, blocks, verdicts)
+    clean = CleanPage(
+        page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html, content_links, template_links
+    )
     events: tuple[TemplateEvent, ...] = ()
     event = table.take_event(params.events)
     if event is not None:
@@ -118,6 +122,21 @@ def process_page(page: RawPage, store: SegmentStore, params: EngineParams, with_
     if outcome.clean is not None:
         store.put(page.host, table)
     return outcome
+
+
+def split_links(
+    page: RawPage, tree: LexborHTMLParser, blocks: list[Block], verdicts: list[BlockVerdict]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The absolute URLs of the links in content blocks and in template blocks."""
+    content: list[str] = []
+    template: list[str] = []
+    for block, v in zip(blocks, verdicts, strict=True):
+        if block.links:
+            (template if v.verdict == TEMPLATE else content).extend(block.links)
+    if not content and not template:
+        return (), ()
+    base = base_url(tree, page.url) if "<base" in page.html else page.url
+    return tuple(absolute_links(base, content)), tuple(absolute_links(base, template))
 
 
 def _strip_template(

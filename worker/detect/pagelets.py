@@ -139,6 +139,81 @@ def resolve(base: str, href: str) -> str | None:
     return urldefrag(absolute)[0]
 
 
+def _remove_dots(path: str) -> str:
+    """RFC 3986 remove_dot_segments on an absolute path (what urljoin does to `.` and `..`)."""
+    out: list[str] = []
+    segs = path.split("/")
+    for seg in segs:
+        if seg == "..":
+            if len(out) > 1:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    if segs[-1] in (".", ".."):
+        out.append("")
+    return "/".join(out)
+
+
+def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
+    """`resolve` over many hrefs, distinct, in first-seen order.
+
+    Measured: urllib's urljoin costs about 7 us a link, over a millisecond on a
+    documentation page with 180 relative links; the common shapes (absolute, root-relative,
+    path-relative) are joined here directly, with urljoin's results (tests compare them).
+    """
+    parts = urlsplit(base)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        return []
+    origin = f"{scheme}://{parts.netloc}"
+    base_path = parts.path or "/"
+    base_dir = base_path[: base_path.rfind("/") + 1]
+    seen: set[str] = set()
+    out: list[str] = []
+    for href in hrefs:
+        href = href.strip()
+        if not href or href[0] == "#":
+            continue
+        if "\n" in href or "\t" in href or "\r" in href:
+            href = href.replace("\n", "").replace("\t", "").replace("\r", "")  # as browsers do
+        cut = href.find("#")
+        if cut >= 0:
+            href = href[:cut]
+        if href.startswith(("https://", "http://")):
+            url = href
+        else:
+            colon = href.find(":")
+            if colon >= 0 and not any(c in href[:colon] for c in "/?"):
+                # A scheme of its own: http(s) in capitals goes through urljoin, others are no page links.
+                if href[:colon].lower() not in ("http", "https"):
+                    continue
+                try:
+                    url = urljoin(base, href)
+                except ValueError:
+                    continue
+            elif href.startswith("//"):
+                url = f"{scheme}:{href}"
+            else:
+                if href[0] == "/":
+                    path = href
+                elif href[0] == "?":
+                    path = base_path + href
+                else:
+                    path = base_dir + href
+                if "." in path:
+                    q = path.find("?")
+                    head, tail = (path, "") if q < 0 else (path[:q], path[q:])
+                    if "/." in head or head.startswith("."):
+                        path = _remove_dots(head) + tail
+                url = origin + path
+        if url[-1] == "?" and url.find("?") == len(url) - 1:
+            url = url[:-1]  # an empty query, as urljoin drops it
+        if url not in seen:
+            seen.add(url)
+            out.append(url)
+    return out
+
+
 def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
     """The page's element tree with per-subtree link counts, text nodes keyed as in worker.segment."""
     root = tree.root
