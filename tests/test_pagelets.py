@@ -183,8 +183,10 @@ def test_segment_tree_gives_each_block_its_hrefs() -> None:
     assert [list(b.links) for b in blocks if b.path == "html/body/ul/li"] == [["/a"], ["/b", "/c"]]
 
 
-HREFS = ["a.html", "./a.html", "../a.html", "../../../x/y", "b/../c/./d.html", "?q=1", "/r/../s", "/", "..",
-         ".", "x?y=1#f", "//o.example/p/../q", "https://o.example/a/b?c=d", "c/.hidden", "d..e/f", "g?h=../i"]  # fmt: skip
+HREFS = [
+    *("a.html", "./a.html", "../a.html", "../../../x/y", "b/../c/./d.html", "?q=1", "/r/../s", "/", "..", "."),
+    *("x?y=1#f", "//o.example/p/../q", "https://o.example/a/b?c=d", "c/.hidden", "d..e/f", "g?h=../i"),
+]
 
 
 @pytest.mark.parametrize("base", ["https://h.example/d/e/p.html", "http://h.example:8080/", "https://h.example/d/?x=1"])
@@ -251,3 +253,16 @@ def test_clean_page_splits_template_and_content_links_on_generated_sites(layout:
         assert inside <= content and not inside & template, (i, inside & template)
         checked += 1
     assert checked == 20
+
+
+def test_link_share_command_counts_container_links(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = make_site("share.example", 20, seed=2)
+    path = write_jsonl([sp.page for sp in site], tmp_path / "pages.jsonl")
+    (tmp_path / "meta.json").write_text(json.dumps({"content_selector": site[0].content_selector}))
+    assert _run_cmd(["templates", str(path), "--link-share", "--json"]) == 0
+    (row,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert row["host"] == "share.example" and row["pages"] == 20
+    assert row["template_links"] > row["content_links"] > 0
+    # On a host's first pages the page-level model decides; after them the split is exact here.
+    assert row["outside_as_template"] >= 0.9
+    assert row["inside_as_content"] == 1.0

@@ -14,11 +14,15 @@ import resource
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
-from worker.detect.pagelets import PageletConfig, detect, read_pages
+from selectolax.lexbor import LexborHTMLParser
+
+from worker.detect.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
 from worker.errors import ConfigError, DetemplateError
 from worker.model import RawPage
-from worker.params import SegmentParams
+from worker.params import EngineParams, SegmentParams
 from worker.sources import iter_inputs
 
 
@@ -30,7 +34,106 @@ def _raw_pages(inputs: list[str], dead: list[int]) -> Iterator[RawPage]:
             dead[0] += 1
 
 
+@dataclass
+class LinkShare:
+    """One host's links in the clean pages; with a known content container, how they were split."""
+
+    pages: int = 0
+    content: int = 0
+    template: int = 0
+    outside: int = 0  # links outside the content container (should be template links)
+    outside_template: int = 0
+    inside: int = 0  # links inside it (should be content links)
+    inside_content: int = 0
+
+    def as_dict(self, host: str) -> dict[str, object]:
+        total = self.content + self.template
+        return {
+            "host": host,
+            "pages": self.pages,
+            "content_links": self.content,
+            "template_links": self.template,
+            "template_share": round(self.template / total, 4) if total else None,
+            "outside_as_template": round(self.outside_template / self.outside, 4) if self.outside else None,
+            "inside_as_content": round(self.inside_content / self.inside, 4) if self.inside else None,
+        }
+
+
+def _container_links(page: RawPage, selector: str) -> tuple[set[str], set[str]] | None:
+    """The page's absolute links inside the content container and outside it (None: no container)."""
+    tree = LexborHTMLParser(page.html)
+    box = tree.css_first(selector)
+    if box is None:
+        return None
+    base = base_url(tree, page.url)
+    inside = set(absolute_links(base, [a.attributes.get("href") or "" for a in box.css("a[href]")]))
+    every = set(absolute_links(base, [a.attributes.get("href") or "" for a in tree.css("a[href]")]))
+    return inside, every - inside
+
+
+def link_shares(pages: Iterator[RawPage], content_selector: str = "") -> dict[str, LinkShare]:
+    """Run the stream pipeline over pages in order and count each host's content and template links.
+
+    With `content_selector` (a generated site's known content container), also count how
+    many links outside it came out as template links and inside it as content links.
+    """
+    from worker.pipeline import process_page
+    from worker.state.memory import MemoryStore
+
+    params = EngineParams()
+    store = MemoryStore()
+    out: dict[str, LinkShare] = {}
+    for page in pages:
+        outcome = process_page(page, store, params)
+        if outcome.clean is None:
+            continue
+        share = out.setdefault(page.host, LinkShare())
+        share.pages += 1
+        share.content += len(outcome.clean.content_links)
+        share.template += len(outcome.clean.template_links)
+        split = _container_links(page, content_selector) if content_selector else None
+        if split is not None:
+            inside, outside = split
+            template = set(outcome.clean.template_links)
+            content = set(outcome.clean.content_links)
+            share.inside += len(inside)
+            share.inside_content += len(inside & content)
+            share.outside += len(outside)
+            share.outside_template += len(outside & template)
+    return out
+
+
+def cmd_link_share(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    selector = ""
+    for item in args.inputs:  # a development corpus folder's meta.json names its content container
+        meta = Path(item).parent / "meta.json" if Path(item).is_file() else Path(item) / "meta.json"
+        if meta.is_file():
+            selector = json.loads(meta.read_text()).get("content_selector", "")
+    shares = link_shares(_raw_pages(args.inputs, [0]), selector)
+    seconds = time.perf_counter() - start
+    rows = [s.as_dict(host) for host, s in sorted(shares.items())]
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+    else:
+        print(f"{'host':36} {'pages':>5} {'content':>7} {'template':>8} {'share':>6} {'out->tpl':>8} {'in->cnt':>8}")
+        for r in rows:
+
+            def pct(v: object) -> str:
+                return f"{v:.1%}" if isinstance(v, float) else "-"
+
+            print(
+                f"{r['host']!s:36} {r['pages']!s:>5} {r['content_links']!s:>7} {r['template_links']!s:>8} "
+                f"{pct(r['template_share']):>6} {pct(r['outside_as_template']):>8} {pct(r['inside_as_content']):>8}"
+            )
+    print(f"{sum(s.pages for s in shares.values())} pages in {seconds:.1f} s", file=sys.stderr)
+    return 0
+
+
 def cmd_templates(args: argparse.Namespace) -> int:
+    if args.link_share:
+        return cmd_link_share(args)
     try:
         config = PageletConfig(k=args.k, w=args.w, sketch_size=1)
     except ValueError as exc:
@@ -90,4 +193,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--algorithm", choices=("local", "global"), default="local", help="detector (default local)")
     p.add_argument("--min-pages", type=int, default=2, help="pages a template must occur on (default 2)")
     p.add_argument("--limit", type=int, default=20, help="templates shown per host in the table (0: all)")
+    p.add_argument(
+        "--link-share",
+        action="store_true",
+        help="instead: run the stream pipeline over the inputs and print each host's content and template "
+        "link counts (the links fields of the clean pages)",
+    )
     p.set_defaults(func=cmd_templates)
