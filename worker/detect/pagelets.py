@@ -170,7 +170,7 @@ def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
     base_dir = base_path[: base_path.rfind("/") + 1]
     seen: set[str] = set()
     out: list[str] = []
-    for href in hrefs:
+    for href in dict.fromkeys(hrefs):  # a page repeats hrefs: each distinct one once
         href = href.strip()
         if not href or href[0] == "#":
             continue
