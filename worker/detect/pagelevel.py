@@ -465,11 +465,11 @@ def features(page: PageTree) -> NDArray[np.float64]:
     nw = np.maximum(words, 1.0)
     stats = np.zeros((n, 8))
     stats[:, 0] = text.count(_PUNCT_BIT) / length
-    stats[:, 1] = text.sentences() * 100.0 / (chars + 100.0)
+    stats[:, 1] = text.count(_SENT_BIT) * 100.0 / (chars + 100.0)
     stats[:, 2] = np.log1p(words)
     stats[:, 3] = np.where(nonempty, np.minimum(chars / nw, 20.0) / 10.0, 0.0)
     stats[:, 4] = text.count(_DIGIT) / length
-    stats[:, 5] = text.capitals() / nw
+    stats[:, 5] = text.count(_UPPER) / nw
     lowered = text.big.lower()
     stats[:, 6] = text.copyright(lowered)
     stats[:, 7] = text.count(_PIPE) / nw
@@ -552,20 +552,22 @@ def features(page: PageTree) -> NDArray[np.float64]:
     return X
 
 
-_SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA, _CLOSE = (1 << k for k in range(8))
+# Character classes (bits); _BOUNDARY (space or the newline between nodes) is not counted.
+_SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA, _BOUNDARY = (1 << k for k in range(8))
+_CLOSERS = frozenset('.!?"”)')
 _LUT_SIZE = 0x2100  # character classes of the first code points; the others have none
 
 
 def _char_classes() -> NDArray[np.uint8]:
     lut = np.zeros(_LUT_SIZE + 1, dtype=np.uint8)
     for chars, bit in (
-        (" \n", _SPACE),
+        (" ", _SPACE),
+        (" \n", _BOUNDARY),
         (".,;:!?", _PUNCT_BIT),
         (".!?", _SENT_BIT),
         ("0123456789", _DIGIT),
         ("|·»", _PIPE),
         (",", _COMMA),
-        ('.!?"”)', _CLOSE),
     ):
         for ch in chars:
             lut[ord(ch)] |= bit
@@ -580,47 +582,43 @@ _LUT = _char_classes()
 
 
 class _TextStats:
-    """Character-class counts of every node's text, computed once over the joined page text."""
+    """Character-class counts of every node's text, computed at once over the joined page text.
+
+    Every node's text is followed by a newline in `big`, so node i owns the characters
+    [starts[i], starts[i+1]) and one `reduceat` sums each class over all nodes.
+    """
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
         n = len(texts)
         lens = np.fromiter(map(len, texts), dtype=np.intp, count=n)
-        self.big = "\n".join(texts)
+        self.big = "\n".join(texts) + "\n"
         codes = np.frombuffer(self.big.encode("utf-32-le"), dtype=np.uint32)
-        self.cls = _LUT[np.minimum(codes, _LUT_SIZE)]
+        cls = _LUT[np.minimum(codes, _LUT_SIZE)]
+        self.cls = cls
         self.starts = np.zeros(n, dtype=np.intp)
         np.cumsum(lens[:-1] + 1, out=self.starts[1:])
         self.stops = self.starts + lens
         self.lens = lens
-
-    def _per_node(self, mask: NDArray[np.bool_]) -> NDArray[np.float64]:
-        acc = np.zeros(len(mask) + 1)
-        np.cumsum(mask, out=acc[1:])
-        return acc[self.stops] - acc[self.starts]
+        # Sentence ends need a boundary after them, capitals one before them.
+        boundary = (cls & _BOUNDARY) != 0
+        bits = cls & np.uint8(0xFF ^ (_SENT_BIT | _UPPER))
+        sent = (cls & _SENT_BIT) != 0
+        sent[:-1] &= boundary[1:]
+        upper = (cls & _UPPER) != 0
+        upper[1:] &= boundary[:-1]
+        bits |= sent.astype(np.uint8) * np.uint8(_SENT_BIT)
+        bits |= upper.astype(np.uint8) * np.uint8(_UPPER)
+        unpacked = np.unpackbits(bits[:, None], axis=1, bitorder="little")
+        self.counts = np.add.reduceat(unpacked, self.starts, axis=0, dtype=np.int32).astype(np.float64)
 
     def count(self, bit: int) -> NDArray[np.float64]:
-        return self._per_node((self.cls & bit) != 0)
-
-    def sentences(self) -> NDArray[np.float64]:
-        """Sentence ends: . ! ? before a space or the end of the node's text."""
-        cls = self.cls
-        after = np.ones(len(cls), dtype=bool)
-        after[:-1] = (cls[1:] & _SPACE) != 0
-        return self._per_node(((cls & _SENT_BIT) != 0) & after)
-
-    def capitals(self) -> NDArray[np.float64]:
-        """Words that begin with a capital letter."""
-        cls = self.cls
-        before = np.ones(len(cls), dtype=bool)
-        before[1:] = (cls[:-1] & _SPACE) != 0
-        return self._per_node(((cls & _UPPER) != 0) & before)
+        return self.counts[:, bit.bit_length() - 1]
 
     def ends_sentence(self) -> NDArray[np.float64]:
-        out = np.zeros(len(self.lens))
-        some = self.lens > 0
-        out[some] = (self.cls[self.stops[some] - 1] & _CLOSE) != 0
-        return out
+        return np.fromiter(
+            (t[-1] in _CLOSERS if t else False for t in self.texts), dtype=np.float64, count=len(self.texts)
+        )
 
     def copyright(self, lowered: str) -> NDArray[np.float64]:
         """Nodes with a copyright notice (plain substring search: regexes are slower here)."""
