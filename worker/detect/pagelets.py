@@ -32,6 +32,7 @@ it (the keys `worker.segment` gives them), which is how the streaming pagelet si
 from __future__ import annotations
 
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ _PERM_B = np.array([0x2545F4914F6CDD1D, 0x9FB21C651E98DF25, 0x60642E2A34326F15, 
                     0x5851F42D4C957F2D, 0x14057B7EF767814F, 0xDA942042E4DD58B5, 0x3C6EF372FE94F82B],
                    dtype=np.uint64)  # fmt: skip
 MAX_SKETCH = len(_PERM_A)
+SAMPLE_CHARS = 200  # text kept of each pagelet in a batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,6 +409,13 @@ def read_page(page: RawPage, seg: SegmentParams, config: PageletConfig) -> PageR
     """Parse one page into what the detectors need; raises BadInputError for unusable input."""
     tree = parse(page.html, seg)
     pagelets = page_pagelets(tree, page.url, seg, config)
+    for p in pagelets:
+        # A batch holds every page's pagelets: keep only what a report shows, and one copy
+        # of each path and URL (a host's pages repeat them).
+        p.text = p.text[:SAMPLE_CHARS]
+        p.keys = []
+        p.path = sys.intern(p.path)
+        p.links = [sys.intern(u) for u in p.links]
     links = {u for p in pagelets for u in p.links}
     # Page sketch for duplicate detection: min-hashes of all the page's pagelet shingles
     # (a page's shingle set is, up to the pagelet seams, the union of its pagelets').
@@ -430,7 +439,7 @@ def _template(
 ) -> Template:
     urls = sorted({records[i].url for i, _ in members})
     _, rep = members[0]
-    return Template(host, f"{shingle:016x}", len(urls), urls, rep.text[:200], rep.links, rep.path, algo)
+    return Template(host, f"{shingle:016x}", len(urls), urls, rep.text, rep.links, rep.path, algo)
 
 
 def dedupe(records: Sequence[PageRecord]) -> list[PageRecord]:
