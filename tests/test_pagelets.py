@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 
@@ -266,3 +267,40 @@ def test_link_share_command_counts_container_links(tmp_path: Path, capsys: pytes
     # On a host's first pages the page-level model decides; after them the split is exact here.
     assert row["outside_as_template"] >= 0.9
     assert row["inside_as_content"] == 1.0
+
+
+# -- the pagelet-shingle DF signal ----------------------------------------------------------
+
+
+def test_pagelet_signal_marks_navigation_not_articles() -> None:
+    from worker.detect.pagelets import PageletSignal
+    from worker.params import TableParams
+
+    signal = PageletSignal(TableParams())
+    site = make_site("sig.example", 12, seed=5)
+    marked: list[set[int]] = []
+    for sp in site:
+        tree = LexborHTMLParser(sp.page.html)
+        marked.append(signal.template_keys(sp.page.host, tree, sp.page.url, SEG))
+        blocks = segment_tree(tree, SEG)
+        texts = {s.key: s.text for b in blocks for s in b.segments}
+        got = {texts[k] for k in marked[-1] if k in texts}
+        if len(marked) >= 6:
+            assert {"Privacy policy", "Terms of use"} <= got  # footer links pagelet
+            assert not any(t in g for g in sp.gold_blocks for t in got if len(t) > 20)
+    assert not marked[0]  # nothing is known on the host's first page
+    assert len(signal.tables["sig.example"]) > 0
+
+
+def test_pagelet_signal_command_scores_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = make_site("eval.example", 15, seed=6)
+    write_jsonl([sp.page for sp in site], tmp_path / "pages.jsonl.gz", gz=True)
+    with gzip.open(tmp_path / "gold.jsonl.gz", "wt") as fh:
+        for sp in site:
+            fh.write(json.dumps({"url": sp.page.url, "content": sp.gold}) + "\n")
+    assert _run_cmd(["pagelet-signal", str(tmp_path), "--quorum", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "macro F1 without the pagelet signal" in out
+    row = next(line for line in out.splitlines() if line.startswith(tmp_path.name))
+    f1_without, f1_with = float(row.split()[3]), float(row.split()[7])
+    assert 0.5 < f1_without <= 1.0 and 0.5 < f1_with <= 1.0

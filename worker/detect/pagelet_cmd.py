@@ -19,8 +19,17 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
-from worker.detect.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
+from worker.detect.pagelets import (
+    PageletConfig,
+    PageletSignal,
+    SignalConfig,
+    absolute_links,
+    base_url,
+    detect,
+    read_pages,
+)
 from worker.errors import ConfigError, DetemplateError
+from worker.evaluate import TextScores
 from worker.model import RawPage
 from worker.params import EngineParams, SegmentParams
 from worker.sources import iter_inputs
@@ -176,6 +185,85 @@ def cmd_templates(args: argparse.Namespace) -> int:
     return 0
 
 
+def signal_eval(corpus_dir: str, config: SignalConfig) -> tuple[str, TextScores, TextScores, int]:
+    """One corpus through decide(), scored without and with the pagelet signal.
+
+    With the signal, a block the pipeline kept becomes template when its share of text in
+    segments that are template by the table or lie in a template pagelet is over
+    `table.template_ratio`; blocks the pipeline dropped stay dropped. Returns the corpus
+    name, both scores and the number of blocks the signal turned to template.
+    """
+    from worker.evaluate import load_corpus, score_texts
+    from worker.model import TEMPLATE
+    from worker.pipeline import decide
+    from worker.segment import parse, segment_tree
+    from worker.table import HostTable
+
+    corpus = load_corpus(corpus_dir)
+    params = EngineParams()
+    tp = params.table
+    tables: dict[str, HostTable] = {}
+    signal = PageletSignal(tp, config)
+    kept_without: dict[str, str] = {}
+    kept_with: dict[str, str] = {}
+    flipped = 0
+    for page in corpus.pages:
+        table = tables.get(page.host)
+        if table is None:
+            table = tables[page.host] = HostTable(tp)
+        outcome = decide(page, table, params)
+        if outcome.clean is None:
+            kept_without[page.url] = kept_with[page.url] = ""
+            continue
+        kept_without[page.url] = outcome.clean.text
+        tree = parse(page.html, params.segment)
+        extra = signal.template_keys(page.host, tree, page.url, params.segment)
+        threshold = tp.template_df
+        if tp.early_df and table.pages < threshold:
+            threshold = max(tp.early_df, table.pages)
+        texts = []
+        for block, v in zip(segment_tree(tree, params.segment), outcome.clean.blocks, strict=True):
+            if v.verdict == TEMPLATE:
+                continue
+            added = sum(
+                s.length
+                for s in block.segments
+                if s.key in extra and not (table.pages >= threshold and table.df(s.key) >= threshold)
+            )
+            if (v.template_chars + added) / v.chars > tp.template_ratio:
+                flipped += 1
+                continue
+            texts.append(v.text)
+        kept_with[page.url] = "\n".join(texts)
+    return corpus.name, score_texts(corpus.gold, kept_without), score_texts(corpus.gold, kept_with), flipped
+
+
+def cmd_pagelet_signal(args: argparse.Namespace) -> int:
+    try:
+        config = SignalConfig(PageletConfig(args.k, args.w, args.sketch), args.quorum, args.min_links)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    f_without: list[float] = []
+    f_with: list[float] = []
+    print(f"{'corpus':28} {'P':>6} {'R':>6} {'F1':>7} | {'P':>6} {'R':>6} {'F1':>7} {'dF1':>8} {'flips':>6}")
+    for corpus_dir in args.corpus_dirs:
+        name, a, b, flipped = signal_eval(corpus_dir, config)
+        if a.f1 is None or b.f1 is None:
+            continue
+        f_without.append(a.f1)
+        f_with.append(b.f1)
+        print(
+            f"{name:28} {a.precision:6.3f} {a.recall:6.3f} {a.f1:7.4f} | "
+            f"{b.precision:6.3f} {b.recall:6.3f} {b.f1:7.4f} {b.f1 - a.f1:+8.4f} {flipped:>6}",
+            flush=True,
+        )
+    if f_without:
+        mw = sum(f_without) / len(f_without)
+        mb = sum(f_with) / len(f_with)
+        print(f"macro F1 without the pagelet signal {mw:.4f}, with it {mb:.4f} ({mb - mw:+.4f})")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "templates",
@@ -200,3 +288,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "link counts (the links fields of the clean pages)",
     )
     p.set_defaults(func=cmd_templates)
+
+    q = sub.add_parser(
+        "pagelet-signal",
+        help="measure F1 without and with the per-host pagelet-shingle DF signal beside the segment table",
+        description=(
+            "Run each corpus through the pipeline and score it twice: as is, and with blocks the "
+            "pipeline kept turned to template when the text in template segments or in template "
+            "pagelets (pagelets whose min-hash values reached the DF threshold in the host's "
+            "pagelet table) is over the template ratio."
+        ),
+    )
+    q.add_argument("corpus_dirs", nargs="+", metavar="CORPUS_DIR", help="a corpus folder (pages and gold)")
+    q.add_argument("--k", type=int, default=3, help="links that make a child its own pagelet (default 3)")
+    q.add_argument("--w", type=int, default=4, help="tokens per shingle (default 4)")
+    q.add_argument("--sketch", type=int, default=4, help="min-hash values per pagelet (default 4)")
+    q.add_argument("--quorum", type=int, default=3, help="values at the DF threshold for a template pagelet (3)")
+    q.add_argument("--min-links", type=int, default=3, help="only pagelets with this many links count (3)")
+    q.set_defaults(func=cmd_pagelet_signal)

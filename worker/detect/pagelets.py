@@ -26,7 +26,7 @@ them):
 
 The same walk also yields, for every pagelet, the segment keys of the text nodes inside
 it (the keys `worker.segment` gives them), which is how the streaming pagelet signal
-(worker.detect.pagelets.PageletSignal) marks segments of template pagelets.
+(`PageletSignal`: per-host DF of pagelet sketch values) marks segments of template pagelets.
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from xxhash import xxh3_64_intdigest
 
 from worker.errors import BadInputError
 from worker.model import RawPage
-from worker.params import SegmentParams
+from worker.params import SegmentParams, TableParams
 from worker.segment import _component, parse
+from worker.table import HostTable
 
 _TEXT_ID = 2
 _WORD = re.compile(r"\w+")
@@ -547,3 +548,61 @@ def read_pages(
 
 def host_of_url(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
+
+
+# -- the streaming pagelet signal (measured: not on by default, see docs/pagelets.md) ------
+
+
+@dataclass(frozen=True, slots=True)
+class SignalConfig:
+    """The per-host pagelet-shingle DF signal beside the segment table.
+
+    sketch_size: min-hash values per pagelet; each is a key in the host's pagelet table.
+    quorum: a pagelet is template when at least this many of its keys have reached the
+        segment table's DF threshold (template_df, with early_df on a young host).
+    min_links: only pagelets with at least this many links count (navigation-like ones).
+    """
+
+    pagelets: PageletConfig = field(default_factory=lambda: PageletConfig(sketch_size=4))
+    quorum: int = 3
+    min_links: int = 3
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.quorum <= self.pagelets.sketch_size:
+            raise ValueError("quorum must be in 1..sketch_size")
+
+
+class PageletSignal:
+    """Per-host DF of pagelet sketch values, in a HostTable per host (the same logistic expiry).
+
+    `template_keys` observes one page's pagelets and returns the segment keys of the text
+    nodes inside its template pagelets: a caller adds them to the segment table's template
+    keys before it computes block ratios.
+    """
+
+    def __init__(self, table_params: TableParams, config: SignalConfig = SignalConfig()) -> None:
+        self.table_params = table_params
+        self.config = config
+        self.tables: dict[str, HostTable] = {}
+
+    def template_keys(self, host: str, tree: LexborHTMLParser, url: str, seg: SegmentParams) -> set[int]:
+        cfg = self.config
+        table = self.tables.get(host)
+        if table is None:
+            table = self.tables[host] = HostTable(self.table_params)
+        pagelets = [
+            p for p in page_pagelets(tree, url, seg, cfg.pagelets) if p.sketch and len(p.links) >= cfg.min_links
+        ]
+        keys = sorted({k for p in pagelets for k in p.sketch})
+        df = dict(zip(keys, table.observe(keys), strict=True))
+        tp = self.table_params
+        threshold = tp.template_df
+        if tp.early_df and table.pages < threshold:
+            threshold = max(tp.early_df, table.pages)
+        if table.pages < threshold:
+            return set()
+        out: set[int] = set()
+        for p in pagelets:
+            if sum(1 for k in p.sketch if df[k] >= threshold) >= cfg.quorum:
+                out.update(p.keys)
+        return out
