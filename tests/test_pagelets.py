@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import make_site, write_jsonl
@@ -304,3 +306,24 @@ def test_pagelet_signal_command_scores_both(tmp_path: Path, capsys: pytest.Captu
     row = next(line for line in out.splitlines() if line.startswith(tmp_path.name))
     f1_without, f1_with = float(row.split()[3]), float(row.split()[7])
     assert 0.5 < f1_without <= 1.0 and 0.5 < f1_with <= 1.0
+
+
+_SEGMENTS = st.sampled_from(["a", "b.html", ".", "..", "c d", "e%20f", "g.h", "..i", "j.."])
+
+
+@given(
+    base_segs=st.lists(_SEGMENTS, max_size=4),
+    href_segs=st.lists(_SEGMENTS, min_size=1, max_size=5),
+    lead=st.sampled_from(["", "/", "./", "../"]),
+    query=st.sampled_from(["", "?x=1", "?y=../z"]),
+)
+def test_absolute_links_agree_with_urljoin_on_dotted_paths(
+    base_segs: list[str], href_segs: list[str], lead: str, query: str
+) -> None:
+    from urllib.parse import urljoin
+
+    from worker.detect.pagelets import absolute_links
+
+    base = "https://h.example/" + "/".join(base_segs)
+    href = lead + "/".join(href_segs) + query
+    assert absolute_links(base, [href]) == [urljoin(base, href)]
