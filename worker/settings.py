@@ -45,6 +45,8 @@ class StreamSettings:
         "" for none (the default: measured on Tansu, lz4 cost throughput, docs/stream.md).
     max_fetch_bytes: most bytes one fetch returns per partition (aiokafka max_partition_fetch_bytes);
         8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
+    cache_hosts: live tables kept in memory (least recently used first out); a host whose
+        table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
     """
@@ -70,11 +72,14 @@ class StreamSettings:
     linger_ms: int = 10
     compression: str = ""
     max_fetch_bytes: int = 8 * 1024 * 1024
+    cache_hosts: int = 4096
     params: str = ""
 
     def __post_init__(self) -> None:
         if self.partitions < 1 or self.out_partitions < 1:
             raise ConfigError("partitions must be at least 1")
+        if self.cache_hosts < 1:
+            raise ConfigError("cache_hosts must be at least 1")
         if self.snapshot_every < 2:
             raise ConfigError("snapshot_every must be at least 2")
         if self.heartbeat_s <= 0 or self.session_timeout_s <= self.heartbeat_s:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,7 +112,7 @@ class StreamWorker:
         self.layout = StateLayout(params, settings.snapshot_every)
         self.stats = WorkerStats()
         self._logged = WorkerStats()
-        self.tables: dict[str, HostTable] = {}
+        self.tables: OrderedDict[str, HostTable] = OrderedDict()  # LRU of live tables
         self.first_offset: dict[TP, int] = {}
 
         def topic(name: str, partitions: int) -> Any:
@@ -194,6 +195,10 @@ class StreamWorker:
             table = self.layout.load(self._get, host) or HostTable(self.params.table)
             self.tables[host] = table
             self.stats.rebuilt_hosts += 1
+            if len(self.tables) > self.settings.cache_hosts:
+                self.tables.popitem(last=False)  # its state is in the store already
+        else:
+            self.tables.move_to_end(host)
         if offset <= table.source_offset:
             await self._replay(page, value, tp, offset)
             return
