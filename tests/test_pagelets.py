@@ -68,6 +68,11 @@ def test_base_href_resolves_links() -> None:
     html = '<html><head><base href="https://cdn.example/x/"></head><body><p><a href="y.html">y</a></p></body></html>'
     (p,) = _pagelets(html, url="https://h.example/page.html")
     assert p.links == ["https://cdn.example/x/y.html"]
+    # An archived page's <base> after an inserted toolbar, in the body, counts too.
+    body_base = (
+        '<html><body><script>x</script><base href="https://arch.example/w/"><p><a href="z">z</a></p></body></html>'
+    )
+    assert _pagelets(body_base, url="https://h.example/page.html")[0].links == ["https://arch.example/w/z"]
     assert resolve("https://h.example/a/", "javascript:void(0)") is None
     assert resolve("https://h.example/a/", "#top") is None
     assert resolve("https://h.example/a/", "//o.example/z") == "https://o.example/z"

@@ -135,7 +135,7 @@ def split_links(
             (template if v.verdict == TEMPLATE else content).extend(block.links)
     if not content and not template:
         return (), ()
-    base = base_url(tree, page.url) if "<base" in page.html else page.url
+    base = base_url(tree, page.url)
     return tuple(absolute_links(base, content)), tuple(absolute_links(base, template))
 
 
