@@ -160,7 +160,7 @@ class PageLevelParams:
     enabled: bool = True
     max_host_pages: int = 0
     combine: str = "union"
-    threshold: float = 0.2
+    threshold: float = 0.15
     warm_threshold: float = 0.7
     max_removed_share: float = 0.8
     cold_max_removed_share: float = 0.95
