@@ -92,7 +92,7 @@ _INHERIT = {
     "table": F_IN_TABLE,
     "a": F_IN_A,
 }
-_FLAG_BITS = (
+_FLAG_BITS: tuple[int, ...] = (
     F_THINT,
     F_CHINT,
     F_IN_THINT,
@@ -121,6 +121,7 @@ TAG_GROUPS = (
     ("form", "fieldset", "legend"),
     ("html", "body", ""),
 )
+_FLAG_BITS_ARRAY = np.asarray(_FLAG_BITS, dtype=np.int64)
 _TAG_INDEX = {tag: i for i, group in enumerate(TAG_GROUPS) for tag in group}
 _N_TAGS = len(TAG_GROUPS) + 1
 # Function words of the commonest web languages: running prose has many, menus few.
@@ -385,6 +386,9 @@ def walk(
 _CHAR_BINS = (0, 10, 30, 80, 200, 500)  # direct text length bins
 _ANCHOR_BINS = (0.0, 0.3, 0.7, 0.95)  # anchor share bins
 _POS_BINS = (0.0, 0.1, 0.3, 0.7, 0.9)  # position of the node's start in the page text
+_CHAR_EDGES = np.asarray(_CHAR_BINS[1:], dtype=np.float64)
+_ANCHOR_EDGES = np.asarray(_ANCHOR_BINS[1:], dtype=np.float64)
+_POS_EDGES = np.asarray(_POS_BINS[1:], dtype=np.float64)
 
 FEATURE_NAMES: tuple[str, ...] = (
     *("log_chars", "log_sub_chars", "anchor_share", "sub_anchor_share", "links_density", "sub_links_density"),
@@ -480,25 +484,27 @@ def features(page: PageTree) -> NDArray[np.float64]:
     par = np.maximum(parent, 0)
     put(np.where(parent >= 0, sub_anchor[par], 0.0))
     put(np.where(parent >= 0, sub_chars[par] / total, 1.0))
-    sib_chars = np.zeros(n)
-    sib_achars = np.zeros(n)
-    np.add.at(sib_chars, par[1:], sub_chars[1:])
-    np.add.at(sib_achars, par[1:], sub_achars[1:])
+    sib_chars = np.bincount(par[1:], weights=sub_chars[1:], minlength=n)
+    sib_achars = np.bincount(par[1:], weights=sub_achars[1:], minlength=n)
     put(np.where(parent >= 0, (sib_achars[par] - sub_achars) / np.maximum(sib_chars[par] - sub_chars, 1.0), 0.0))
 
     tag_cols = np.array([_TAG_INDEX.get(t, _N_TAGS - 1) for t in page.tag], dtype=np.intp)
     X[np.arange(n), col + tag_cols] = 1.0
     col += _N_TAGS
     flags = np.asarray(page.flags, dtype=np.int64)
-    for bit in _FLAG_BITS:
-        put(((flags & bit) != 0).astype(np.float64))
-    for b in _CHAR_BINS[1:]:
-        put((chars >= b).astype(np.float64))
-    for share in _ANCHOR_BINS[1:]:
-        put((sub_anchor >= share).astype(np.float64))
     pos = start / total
-    for at in _POS_BINS[1:]:
-        put((pos >= at).astype(np.float64))
+    for values, edges, test in (
+        (flags, _FLAG_BITS_ARRAY, "bit"),
+        (chars, _CHAR_EDGES, "ge"),
+        (sub_anchor, _ANCHOR_EDGES, "ge"),
+        (pos, _POS_EDGES, "ge"),
+    ):
+        width = len(edges)
+        if test == "bit":
+            X[:, col : col + width] = (values[:, None].astype(np.int64) & edges[None, :]) != 0
+        else:
+            X[:, col : col + width] = values[:, None] >= edges[None, :]
+        col += width
     put(sub_anchor * (sub_chars < 80))
     put(sub_anchor * (sub_chars >= 80))
     put((((flags & (F_THINT | F_IN_THINT)) != 0) & ((flags & F_IN_LIST) != 0)).astype(np.float64))
@@ -512,10 +518,10 @@ def features(page: PageTree) -> NDArray[np.float64]:
         1.0 + np.minimum(plain / 100.0, 3.0) + 0.5 * np.minimum(text.count(_COMMA), 5),
         0.0,
     )
-    score = np.zeros(n)
-    np.add.at(score, par[1:], vote[1:])
     gpar = par[par]
-    np.add.at(score, gpar[1:], 0.5 * vote[1:])
+    score = np.bincount(par[1:], weights=vote[1:], minlength=n) + np.bincount(
+        gpar[1:], weights=0.5 * vote[1:], minlength=n
+    )
     top = int(np.argmax(score)) if score.max() > 0 else 0
     in_main = (first >= top) & (first < last[top])
     main_start = start[top]
@@ -554,7 +560,7 @@ def features(page: PageTree) -> NDArray[np.float64]:
 
 # Character classes (bits); _BOUNDARY (space or the newline between nodes) is not counted.
 _SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA, _BOUNDARY = (1 << k for k in range(8))
-_CLOSERS = frozenset('.!?"”)')
+_CLOSER_CODES = np.asarray([ord(c) for c in '.!?"”)'], dtype=np.uint32)
 _LUT_SIZE = 0x2100  # character classes of the first code points; the others have none
 
 
@@ -595,7 +601,7 @@ class _TextStats:
         self.big = "\n".join(texts) + "\n"
         codes = np.frombuffer(self.big.encode("utf-32-le"), dtype=np.uint32)
         cls = _LUT[np.minimum(codes, _LUT_SIZE)]
-        self.cls = cls
+        self.codes = codes
         self.starts = np.zeros(n, dtype=np.intp)
         np.cumsum(lens[:-1] + 1, out=self.starts[1:])
         self.stops = self.starts + lens
@@ -616,9 +622,10 @@ class _TextStats:
         return self.counts[:, bit.bit_length() - 1]
 
     def ends_sentence(self) -> NDArray[np.float64]:
-        return np.fromiter(
-            (t[-1] in _CLOSERS if t else False for t in self.texts), dtype=np.float64, count=len(self.texts)
-        )
+        out = np.zeros(len(self.lens))
+        some = self.lens > 0
+        out[some] = np.isin(self.codes[self.stops[some] - 1], _CLOSER_CODES)
+        return out
 
     def copyright(self, lowered: str) -> NDArray[np.float64]:
         """Nodes with a copyright notice (plain substring search: regexes are slower here)."""
@@ -657,7 +664,9 @@ class PageLevelModel:
     coef: NDArray[np.float64]
 
     def scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        z = ((X - self.mean) / self.scale) @ self.coef
+        # ((X - mean) / scale) @ coef, with the standardisation folded into the weights.
+        weights = self.coef / self.scale
+        z = X @ weights - float(self.mean @ weights)
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
 
     def to_json(self) -> dict[str, Any]:
