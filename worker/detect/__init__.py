@@ -1,1 +1,5 @@
-"""Page-level template detection: per-block templateness from the page alone (cold start)."""
+"""Detectors beside the per-host segment table.
+
+pagelevel, isotonic, train, commands: the page-level templateness model (Chakrabarti,
+Kumar, Punera) that judges a host's first pages from the page alone; see docs/pagelevel.md.
+"""
