@@ -228,3 +228,28 @@ def test_train_command_needs_multi_page_hosts(tmp_path: Path) -> None:
         [make_page(url=f"https://h{i}.example/", host=f"h{i}.example") for i in range(3)], tmp_path / "one.jsonl"
     )
     assert main(["train-pagelevel", str(src), "--output", str(tmp_path / "m.json")]) == 1
+
+
+def test_model_stops_after_max_host_pages() -> None:
+    params = dataclasses.replace(PARAMS, pagelevel=PageLevelParams(max_host_pages=2))
+    table = HostTable(params.table)
+    methods = []
+    for sp in make_site("long.example", 4, seed=3, layout="news"):
+        outcome = decide(sp.page, table, params)
+        assert outcome.clean is not None
+        methods.append({b.method for b in outcome.clean.blocks})
+    assert METHOD_PAGELEVEL in methods[0] and METHOD_PAGELEVEL in methods[1]
+    assert METHOD_PAGELEVEL not in methods[2] | methods[3]
+
+
+def test_walk_and_decide_agree_with_table_keys() -> None:
+    """Pages decided through the model's walk update the table exactly as segment_tree's keys would."""
+    site = make_site("keys.example", 6, seed=5, layout="blog")
+    on = HostTable(PARAMS.table)
+    off_params = dataclasses.replace(PARAMS, pagelevel=PageLevelParams(enabled=False))
+    off = HostTable(off_params.table)
+    for sp in site:
+        a = decide(sp.page, on, PARAMS)
+        b = decide(sp.page, off, off_params)
+        assert a.applied == b.applied
+    assert on.to_bytes() == off.to_bytes()
