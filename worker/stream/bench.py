@@ -247,7 +247,14 @@ def _main(args: argparse.Namespace) -> int:
         worker_cpu_ms = cpu_s * 1000 / max(1, n - first_batch)
         figures["worker_cpu_ms_per_page"] = round(worker_cpu_ms, 3)
         figures["worker_cpu_vs_offline"] = round(table_figs["offline_cpu_ms_per_page"] / worker_cpu_ms, 3)
-        mismatched = sum(1 for _, v in got if reference.get(_url_key(v)) != v)
+        differing = [v for _, v in got if reference.get(_url_key(v)) != v]
+        mismatched = len(differing)
+        if differing:
+            with open(tmp / "differing.jsonl", "wb") as fh:
+                for v in differing:
+                    fh.write(v + b"\n" + (reference.get(_url_key(v)) or b"(no offline record)") + b"\n")
+            print(f"differing outputs (stream, offline pairs) in {tmp / 'differing.jsonl'}; first: "
+                  f"{json.loads(differing[0])['url']}", flush=True)
         figures["outputs_differing_from_offline"] = mismatched
         print(f"worker: {rate:,.0f} pages/s from first to last clean page "
               f"({rate / offline_rate:.2f}x offline); startup and group join {t_first - t_launch:.1f} s; "
