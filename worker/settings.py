@@ -47,6 +47,8 @@ class StreamSettings:
         8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
     cache_hosts: live tables kept in memory (least recently used first out); a host whose
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
+    metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (worker.metrics);
+        port 0 picks a free port, -1 runs no server.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
     """
@@ -73,6 +75,8 @@ class StreamSettings:
     compression: str = ""
     max_fetch_bytes: int = 8 * 1024 * 1024
     cache_hosts: int = 4096
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9100
     params: str = ""
 
     def __post_init__(self) -> None:
@@ -97,6 +101,11 @@ class StreamSettings:
     def bootstrap(self) -> str:
         """The broker list without the ``kafka://`` scheme, as aiokafka wants it."""
         return ",".join(s.strip().removeprefix("kafka://") for s in self.broker.split(","))
+
+    @property
+    def faust_broker(self) -> str:
+        """The broker list with a ``kafka://`` scheme on each entry, as Faust wants it."""
+        return ",".join(s if "://" in s else f"kafka://{s}" for s in (x.strip() for x in self.broker.split(",")))
 
     @property
     def data_path(self) -> Path:

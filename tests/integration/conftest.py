@@ -123,6 +123,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         heartbeat_s=1.0,
         rebalance_timeout_s=6.0,
         commit_interval_s=1.0,
+        metrics_host="127.0.0.1",
+        metrics_port=0,  # a free port per worker
     )
     broker.create_topics(settings.topic_partitions())
     c = Cluster(broker, settings, tmp_path)

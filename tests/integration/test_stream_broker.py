@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import urllib.request
 from collections import Counter
 
 import pytest
@@ -94,6 +95,15 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
     assert kinds[b"d/"] == len(pages)
     assert kinds[b"s/"] == sum(60 // cluster.settings.snapshot_every for _ in range(5))
     assert cluster.read(cluster.settings.topic_dead) == []
+    # The worker's Prometheus endpoint counted them.
+    port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", cluster.log("w1"))
+    assert port is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
+        scraped = resp.read().decode()
+    assert f"detemplate_pages_out_total {float(len(pages))}" in scraped
+    assert f"detemplate_changelog_records_total {float(len(state))}" in scraped
+    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/readyz", timeout=10) as resp:
+        assert resp.status == 200
 
 
 def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> None:

@@ -130,3 +130,8 @@ def test_settings_from_environment_and_flags() -> None:
     with pytest.raises(ConfigError):
         StreamSettings(topic_clean="pages.raw")
     assert StreamSettings().topic_partitions()["detemplate.state"] == StreamSettings().partitions
+    assert StreamSettings(broker="a:1,kafka://b:2").faust_broker == "kafka://a:1,kafka://b:2"
+    assert StreamSettings(broker="a:1,kafka://b:2").bootstrap == "a:1,b:2"
+    assert load({"DETEMPLATE_PARAMS": "table.tb=50; segment.path_mode=tag"}).engine_params().table.tb == 50
+    with pytest.raises(ConfigError):
+        load({"DETEMPLATE_PARAMS": "nonsense"})

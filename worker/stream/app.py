@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +33,7 @@ from aiokafka.errors import MessageSizeTooLargeError  # type: ignore[import-unty
 from faust.types import TP
 
 from worker import codec
+from worker.metrics import Metrics
 from worker.model import DeadPage, Outcome, RawPage
 from worker.params import EngineParams
 from worker.pipeline import decide
@@ -114,6 +116,9 @@ class StreamWorker:
         self._logged = WorkerStats()
         self.tables: OrderedDict[str, HostTable] = OrderedDict()  # LRU of live tables
         self.first_offset: dict[TP, int] = {}
+        self.next_offset: dict[TP, int] = {}
+        self.metrics = Metrics()
+        self._assigned = False
 
         def topic(name: str, partitions: int) -> Any:
             return app.topic(
@@ -151,13 +156,17 @@ class StreamWorker:
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # same
         app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
         app.timer(2.0)(self._log_stats)
+        app.timer(1.0)(self._update_metrics)
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+        self._assigned = False
+        self.metrics.set_ready(False)
         self._forget()
 
     async def _on_assigned(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self._forget()
         assigned = args[0] if args else kwargs.get("assigned", ())
+        self._assigned = True
         mine = sorted(tp.partition for tp in assigned if tp.topic == self.settings.topic_raw)
         logger.info("assigned partitions=%s of %s", mine, self.settings.topic_raw)
 
@@ -166,6 +175,21 @@ class StreamWorker:
         # changelog: live tables are rebuilt from the store on each host's next page.
         self.tables.clear()
         self.first_offset.clear()
+        self.next_offset.clear()
+        self.metrics.forget_partitions()
+
+    async def _update_metrics(self) -> None:
+        m = self.metrics
+        m.beat()
+        m.observe_tables(self.tables)
+        m.set_ready(self._assigned and not self.app.rebalancing and not self.app.in_recovery)
+        for tp, nxt in list(self.next_offset.items()):
+            try:
+                hw = self.app.consumer.highwater(tp)
+            except Exception:
+                continue
+            if hw is not None:
+                m.set_consumer_lag(tp.partition, int(hw) - nxt)
 
     async def _log_stats(self) -> None:
         if self.stats == self._logged:
@@ -184,9 +208,12 @@ class StreamWorker:
 
     async def handle(self, key: bytes | None, value: bytes | None, tp: TP, offset: int) -> None:
         self.first_offset.setdefault(tp, offset)
+        self.next_offset[tp] = offset + 1
+        self.metrics.page_in()
         source = f"{tp.topic}/{tp.partition}/{offset}"
         page = decode_message(key, value, source)
         if isinstance(page, DeadPage):
+            self.metrics.observe_dead(page)
             await self._send_dead(page, value)
             return
         host = page.host
@@ -202,7 +229,9 @@ class StreamWorker:
         if offset <= table.source_offset:
             await self._replay(page, value, tp, offset)
             return
+        t0 = time.perf_counter()
         outcome = decide(page, table, self.params, self.settings.with_html)
+        self.metrics.observe_outcome(outcome, time.perf_counter() - t0)
         if outcome.dead is not None:
             await self._send_dead(outcome.dead, value)
             return
@@ -211,6 +240,7 @@ class StreamWorker:
             await self._before_snapshot(host, table.pages, tp)
         for rkey, rvalue in self.layout.records(host, table, outcome.applied):
             await self._put_state(rkey, rvalue, tp)
+            self.metrics.changelog_records()
             self.stats.state_records += 1
             self.stats.state_bytes += len(rkey) + len(rvalue)
         self.stats.pages += 1
@@ -246,6 +276,7 @@ class StreamWorker:
         if loaded is None:
             outcome = decide(page, HostTable(self.params.table), self.params, self.settings.with_html)
             if outcome.dead is not None:  # it was dead the first time, too
+                self.metrics.observe_dead(outcome.dead)
                 await self._send_dead(outcome.dead, raw)
                 return
             self.stats.unrecoverable += 1
@@ -255,7 +286,9 @@ class StreamWorker:
             )
             return
         table, delta = loaded
+        t0 = time.perf_counter()
         outcome = decide(page, table, self.params, self.settings.with_html)
+        self.metrics.observe_outcome(outcome, time.perf_counter() - t0)
         if outcome.applied != delta.keys:
             logger.error(
                 "host=%s partition=%d offset=%d: replayed page decided differently than the first time",
@@ -284,7 +317,7 @@ class StreamWorker:
             md = fut.result()
             # What Faust's table does for its own changelog records: remember the offset
             # the local store holds, so a restart on this directory reads only what follows.
-            self.state.data.set_persisted_offset(TP(md.topic, md.partition), md.offset)
+            self.state.data.set_persisted_offset(TP(md.topic, md.partition), md.offset)  # type: ignore[attr-defined]  # on every Faust store
 
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
         # Straight to the producer (Faust's Topic.send costs more per message than the
@@ -327,7 +360,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
     app = DetemplateApp(
         settings.app_id,
         tansu=settings.tansu,
-        broker=settings.broker,
+        broker=settings.faust_broker,
         store="rocksdb://",
         datadir=settings.data_dir,
         topic_partitions=settings.partitions,

@@ -114,7 +114,9 @@ def _worker(args: argparse.Namespace) -> int:
 
     from worker.stream.app import build_app
 
-    app, _ = build_app(settings, settings.engine_params())
+    app, logic = build_app(settings, settings.engine_params())
+    if settings.metrics_port >= 0:
+        logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
     logger.info("worker: broker=%s group=%s data_dir=%s tansu=%s", settings.broker, settings.app_id,
                 settings.data_dir, settings.tansu)
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
