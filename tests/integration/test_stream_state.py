@@ -135,3 +135,12 @@ def test_settings_from_environment_and_flags() -> None:
     assert load({"DETEMPLATE_PARAMS": "table.tb=50; segment.path_mode=tag"}).engine_params().table.tb == 50
     with pytest.raises(ConfigError):
         load({"DETEMPLATE_PARAMS": "nonsense"})
+
+
+@pytest.mark.parametrize("tansu", [True, False])
+def test_tansu_workaround_only_when_asked(tansu: bool, tmp_path: object) -> None:
+    from worker.stream.app import build_app
+    from worker.stream.tansu import TansuTransport
+
+    app, _ = build_app(StreamSettings(tansu=tansu, data_dir=str(tmp_path), metrics_port=-1))
+    assert isinstance(app.transport, TansuTransport) is tansu

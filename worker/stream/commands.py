@@ -142,8 +142,12 @@ def _broker(args: argparse.Namespace) -> int:
             "Ctrl-C stops the broker.",
             flush=True,
         )
+        # Block the signals and wait for them, so that Ctrl-C and SIGTERM both reach the
+        # `with` exit that stops the broker (an unhandled SIGTERM would orphan it).
+        stop = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop)
         with contextlib.suppress(KeyboardInterrupt):
-            signal.sigwait({signal.SIGINT, signal.SIGTERM})
+            signal.sigwait(stop)
     return 0
 
 
