@@ -38,7 +38,7 @@ from worker.model import DeadPage, Outcome, RawPage
 from worker.params import EngineParams
 from worker.pipeline import decide
 from worker.settings import StreamSettings
-from worker.sources import _jsonl_record as decode_record
+from worker.sources import decode_record
 from worker.stream.state import StateLayout
 from worker.table import HostTable
 
