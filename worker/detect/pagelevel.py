@@ -283,10 +283,10 @@ def walk(
                 child_path = f"{path}/{tag}"
                 if kind == _BLOCK:
                     attrs = child.attrs
-                    cls = attrs.get("class") or ""
-                    ident = attrs.get("id") or ""
-                    if cls or ident:
-                        pair = (cls, ident)
+                    bcls = attrs.get("class") or ""
+                    bident = attrs.get("id") or ""
+                    if bcls or bident:
+                        pair = (bcls, bident)
                         own = hints_get(pair, -1)
                         if own < 0:
                             own = _hints(pair)
@@ -493,17 +493,12 @@ def features(page: PageTree) -> NDArray[np.float64]:
     col += _N_TAGS
     flags = np.asarray(page.flags, dtype=np.int64)
     pos = start / total
-    for values, edges, test in (
-        (flags, _FLAG_BITS_ARRAY, "bit"),
-        (chars, _CHAR_EDGES, "ge"),
-        (sub_anchor, _ANCHOR_EDGES, "ge"),
-        (pos, _POS_EDGES, "ge"),
-    ):
+    width = len(_FLAG_BITS_ARRAY)
+    X[:, col : col + width] = (flags[:, None] & _FLAG_BITS_ARRAY[None, :]) != 0
+    col += width
+    for values, edges in ((chars, _CHAR_EDGES), (sub_anchor, _ANCHOR_EDGES), (pos, _POS_EDGES)):
         width = len(edges)
-        if test == "bit":
-            X[:, col : col + width] = (values[:, None].astype(np.int64) & edges[None, :]) != 0
-        else:
-            X[:, col : col + width] = values[:, None] >= edges[None, :]
+        X[:, col : col + width] = values[:, None] >= edges[None, :]
         col += width
     put(sub_anchor * (sub_chars < 80))
     put(sub_anchor * (sub_chars >= 80))
@@ -648,7 +643,7 @@ class _TextStats:
             return np.array([sum(map(STOPWORDS.__contains__, t.lower().split())) for t in self.texts], dtype=np.float64)
         hit = np.fromiter(map(STOPWORDS.__contains__, tokens), dtype=np.float64, count=len(tokens))
         owner = np.repeat(np.arange(len(counts)), counts)
-        return np.bincount(owner, weights=hit, minlength=len(counts))
+        return np.bincount(owner, weights=hit, minlength=len(counts)).astype(np.float64)
 
 
 # -- the model --------------------------------------------------------------------------
