@@ -200,7 +200,19 @@ class StreamWorker:
     async def agent(self, stream: Any) -> None:
         async for event in stream.events():
             msg = event.message
-            await self.handle(msg.key, msg.value, msg.tp, msg.offset)
+            try:
+                await self.handle(msg.key, msg.value, msg.tp, msg.offset)
+            except Exception:
+                # Bad input never gets here (it is a dead letter). Anything else is a bug or a
+                # broken setup: Faust would restart the agent and go on with the next message,
+                # and this one might be committed without its output. Stop the process at once
+                # instead, before any commit: a restarted worker reads the message again.
+                logger.critical(
+                    "partition=%d offset=%d: unexpected error, exiting so that the message is read again",
+                    msg.tp.partition, msg.offset, exc_info=True,
+                )
+                logging.shutdown()
+                os._exit(70)
 
     def _get(self, key: bytes) -> bytes | None:
         value = self.state.get(key)
