@@ -22,7 +22,7 @@ from tests.factories import interleave, make_site, write_jsonl
 from worker import codec
 from worker.cli import main
 from worker.model import DeadPage, RawPage
-from worker.sources import _jsonl_record
+from worker.sources import decode_record
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 NAMES = ("raw-page", "clean-page", "template-event", "dead-letter")
@@ -168,7 +168,7 @@ RAW_CASES: list[tuple[Any, bool, str]] = [
 @pytest.mark.parametrize(("record", "valid", "decoded"), RAW_CASES, ids=range(len(RAW_CASES)))
 def test_raw_page_schema_agrees_with_the_decoder(record: Any, valid: bool, decoded: str) -> None:
     assert (errors("raw-page", record) == []) is valid
-    got = _jsonl_record(json.dumps(record).encode(), "t:1")
+    got = decode_record(json.dumps(record).encode(), "t:1")
     assert (got.reason if isinstance(got, DeadPage) else "page") == decoded
 
 
@@ -240,7 +240,7 @@ def test_raw_page_schema_and_decoder_agree_on_any_record(fields_: dict[str, Any]
     """Valid by the schema => decoded (or dead for its content, not its shape); invalid =>
     bad_record, except for what the decoder ignores: `v`, and the body fields when `html` is text."""
     record = {k: v for k, v in fields_.items() if v is not ABSENT}
-    got = _jsonl_record(json.dumps(record).encode(), "t:1")
+    got = decode_record(json.dumps(record).encode(), "t:1")
     reason = got.reason if isinstance(got, DeadPage) else "page"
     if errors("raw-page", record) == []:
         no_host = record.get("host") is None and record["url"] == "no-host-name"

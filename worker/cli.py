@@ -54,6 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`detemplate ... | head`): stop quietly, as Unix tools do.
+        sys.stderr.close()
+        return 141
 
 
 if __name__ == "__main__":

@@ -368,7 +368,6 @@ def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     return RawPage(url, text, host, source)
 
 
-_jsonl_record = decode_record  # the name worker.stream.app imported first
 
 
 def _media_type(content_type: str) -> str:
