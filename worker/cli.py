@@ -2,6 +2,7 @@
 
 Each command lives in the module that owns its concern and registers itself here
 with a `register(subparsers)` function that adds its subparser and sets `func`.
+Heavy imports (Faust, matplotlib) happen inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -27,17 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"detemplate {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    from worker import offline
+    # Each command registers itself from the module that owns its concern.
+    from worker import bench, evaluate, offline, samples, show
+    from worker.detect import cluster_cmd, pagelet_cmd
+    from worker.detect import commands as pagelevel_cmd
+    from worker.stream import commands as stream_cmd
 
-    offline.register(sub)
-    for module in ("worker.samples", "worker.evaluate", "worker.bench", "worker.stream.commands", "worker.show", "worker.detect.cluster_cmd", "worker.detect.commands", "worker.detect.pagelet_cmd"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError as exc:
-            if exc.name is not None and exc.name.startswith("worker"):
-                continue  # a command whose module is not in this build
-            raise
-        mod.register(sub)
+    for module in (offline, samples, evaluate, bench, show, stream_cmd, pagelet_cmd, cluster_cmd, pagelevel_cmd):
+        module.register(sub)
     return parser
 
 

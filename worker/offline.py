@@ -73,7 +73,7 @@ def open_output(path: str, stack: ExitStack) -> IO[bytes]:
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True)
     if p.suffix == ".gz":
-        return stack.enter_context(gzip.open(p, "wb"))
+        return stack.enter_context(gzip.open(p, "wb"))  # type: ignore[arg-type]  # GzipFile is an IO[bytes]
     return stack.enter_context(open(p, "wb"))
 
 
@@ -127,7 +127,7 @@ def _progress(items: Iterable[RawPage | DeadPage], total: int | None) -> Iterato
     if not sys.stderr.isatty():
         yield from items
         return
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type stubs
 
     with tqdm(items, total=total, unit="page", dynamic_ncols=True, file=sys.stderr) as bar:
         yield from bar

@@ -98,6 +98,8 @@ class RocksStore:
         yield from seen
         try:
             for key in self._db.keys(from_key=_TABLE_PREFIX):
+                # raw_mode: every key is bytes (rocksdict's stubs type keys as any value).
+                assert isinstance(key, bytes)
                 if not key.startswith(_TABLE_PREFIX):
                     break
                 host = key[len(_TABLE_PREFIX) :].decode()
