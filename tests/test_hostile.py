@@ -1,0 +1,119 @@
+"""Hostile pages: whatever comes in ends as a clean page or a dead letter with a reason.
+
+Property tests feed the one decision function (worker.pipeline.decide) malformed HTML,
+random text and bytes decoded every which way, NUL bytes and control characters; the
+table tests build pathological shapes (deep nesting, huge sibling lists, huge
+attributes) and check that the configured limits turn them into dead letters.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from worker.codec import encode_clean, encode_dead
+from worker.model import RawPage
+from worker.params import EngineParams, SegmentParams
+from worker.pipeline import decide
+from worker.table import HostTable
+
+PARAMS = EngineParams()
+WORD = re.compile(r"\w+")
+REASONS = {"empty", "not_html", "too_large", "too_deep", "too_many_nodes"}
+
+TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "style", "b", "nav", "footer", "br"]
+
+
+def _decide(html: str, params: EngineParams = PARAMS) -> tuple[str, str]:
+    """Decide a page on a fresh table; return ('clean', '') or ('dead', reason), checking invariants."""
+    table = HostTable(params.table)
+    before = table.to_bytes()
+    outcome = decide(RawPage("https://h.example/p", html, "h.example"), table, params)
+    if outcome.dead is not None:
+        assert outcome.clean is None
+        assert outcome.dead.reason in REASONS, outcome.dead.reason
+        assert outcome.dead.detail
+        assert table.to_bytes() == before, "a dead page must leave the table as it was"
+        encode_dead(outcome.dead)
+        return "dead", outcome.dead.reason
+    clean = outcome.clean
+    assert clean is not None
+    assert clean.page_no == 1
+    for block in clean.blocks:
+        assert block.chars > 0
+        assert 0.0 <= block.ratio <= 1.0
+    # Every kept word comes from the page's text: nothing is invented.
+    tree = LexborHTMLParser(html)
+    page_words = set(WORD.findall(tree.root.text(separator=" "))) if tree.root is not None else set()
+    assert set(WORD.findall(clean.text)) <= page_words
+    encode_clean(clean)
+    return "clean", ""
+
+
+markup = st.recursive(
+    st.text(alphabet=string.ascii_letters + " <>&;/=\"'\n\t\x00é中", max_size=40),
+    lambda inner: st.builds(
+        lambda tag, attrs, body, close: f"<{tag}{attrs}>{body}" + (f"</{tag}>" if close else ""),
+        st.sampled_from(TAGS),
+        st.sampled_from(["", ' class="x y"', " id=z", ' href="/a"', " class=", " =<"]),
+        st.lists(inner, max_size=5).map("".join),
+        st.booleans(),
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(markup)
+def test_malformed_markup_is_decided_or_dead_lettered(html: str) -> None:
+    _decide("<html><body>" + html)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=2000))
+def test_arbitrary_text_is_decided_or_dead_lettered(text: str) -> None:
+    _decide(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.sampled_from(["utf-8", "latin-1", "cp1252", "utf-16", "shift_jis"]))
+def test_random_bytes_in_any_charset_are_decided_or_dead_lettered(data: bytes, charset: str) -> None:
+    _decide(data.decode(charset, errors="replace"))
+
+
+def test_the_same_page_twice_gives_the_same_verdicts() -> None:
+    html = "<html><body><nav><a href=/>Home</a></nav><p>Text with <b>bold</b> words.</p></body></html>"
+    first = decide(RawPage("u", html, "h"), HostTable(PARAMS.table), PARAMS)
+    second = decide(RawPage("u", html, "h"), HostTable(PARAMS.table), PARAMS)
+    assert first.clean is not None and second.clean is not None
+    assert encode_clean(first.clean) == encode_clean(second.clean)
+
+
+@pytest.mark.parametrize(
+    ("html", "reason"),
+    [
+        ("", "empty"),
+        ("   \n\t ", "empty"),
+        ("just words, no markup at all", "not_html"),
+        ("\x00" * 100 + "<p>binary</p>", "not_html"),
+        ("<html><body>" + "<div>" * 2000 + "deep" + "</div>" * 2000, "too_deep"),
+        ("<html><body><ul>" + "<li>item</li>" * 300_000 + "</ul>", "too_many_nodes"),
+    ],
+)
+def test_pathological_pages_are_dead_with_their_reason(html: str, reason: str) -> None:
+    assert _decide(html) == ("dead", reason)
+
+
+def test_a_page_over_the_byte_limit_is_too_large() -> None:
+    params = EngineParams(segment=SegmentParams(max_page_bytes=10_000))
+    assert _decide("<p>" + "x" * 20_000 + "</p>", params) == ("dead", "too_large")
+
+
+def test_huge_attributes_and_nul_bytes_do_not_stop_a_page() -> None:
+    html = '<html><body><div class="' + "c" * 1_000_000 + '"><p>kept\x00text</p></div></body></html>'
+    assert _decide(html) == ("clean", "")
