@@ -70,14 +70,19 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         template_keys = set()
 
     rows = []
-    for path, segs, _, _ in blocks:
-        chars = 0
-        tchars = 0
-        for key, _text, length in segs:
-            chars += length
-            if key in template_keys:
-                tchars += length
-        rows.append((path, " ".join([seg[1] for seg in segs]), chars, tchars, tchars / chars))
+    if template_keys:
+        for path, segs, _, _ in blocks:
+            chars = 0
+            tchars = 0
+            for key, _text, length in segs:
+                chars += length
+                if key in template_keys:
+                    tchars += length
+            rows.append((path, " ".join([seg[1] for seg in segs]), chars, tchars, tchars / chars))
+    else:  # a cold host: no segment is template
+        for path, segs, _, _ in blocks:
+            chars = sum([seg[2] for seg in segs])
+            rows.append((path, " ".join([seg[1] for seg in segs]), chars, 0, 0 / chars))
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
     model_says = None
     if scores is not None:
@@ -86,6 +91,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     verdicts = []
     kept = []
+    new_verdict = tuple.__new__  # BlockVerdict(...) without the NamedTuple's Python-level __new__
     for i, (path, text, chars, tchars, ratio) in enumerate(rows):
         by = method
         is_template = ratio > max_ratio
@@ -99,7 +105,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         else:
             verdict = CONTENT
             kept.append(text)
-        verdicts.append(BlockVerdict(path, text, chars, tchars, ratio, verdict, by))
+        verdicts.append(new_verdict(BlockVerdict, (path, text, chars, tchars, ratio, verdict, by)))
 
     html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
     content_links, template_links = split_links(page, tree, blocks, verdicts)

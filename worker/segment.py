@@ -103,20 +103,25 @@ def segment_tree(
     block_tags = params.block_tags
     skip_tags = params.skip_tags
     kinds = _tag_kinds(block_tags, skip_tags)
+    kinds_get = kinds.get
     mode = params.path_mode
     by_tag = mode == "tag"
     max_depth = params.max_depth
-    budget = [params.max_nodes]  # elements left before the page is too big
+    budget = params.max_nodes  # elements left before the page is too big
     blocks: list[tuple[str, list[Segment]]] = []
     parents: list[int] = []  # each block's enclosing block (-1 for the root's)
     anchors: list[tuple[int, str]] = []  # (block, href) of every <a href>, in document order
+    new_segment = tuple.__new__  # Segment(...), Block(...) without the NamedTuples' Python-level __new__
+    hash64 = xxh3_64_intdigest
 
     # Measured: a recursive walk over lexbor's child iterator is 20-25% faster than an
     # explicit stack of (node, path, block) tuples; recursion is bounded by max_depth.
     # Dispatch is on the integer tag_id, cached per tag: cheaper than the tag name.
     def visit(node: LexborNode, path: str, segs: list[Segment], blk: int, depth: int) -> None:
+        nonlocal budget
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
+        append = segs.append
         for child in node.iter(include_text=True, skip_empty=True):
             tid = child.tag_id
             if tid == _TEXT_ID:
@@ -124,12 +129,12 @@ def segment_tree(
                 if raw:
                     text = " ".join(raw.split())
                     if text:
-                        key = xxh3_64_intdigest(f"{path}\x00{text}".encode())
-                        segs.append(Segment(key, text, len(text)))
+                        key = hash64(f"{path}\x00{text}".encode())
+                        append(new_segment(Segment, (key, text, len(text))))
                         if text_nodes is not None:
                             text_nodes.append((child, key))
                 continue
-            info = kinds.get(tid)
+            info = kinds_get(tid)
             if info is None:
                 tag = child.tag
                 if tag is None or tag[0] == "-":
@@ -138,36 +143,41 @@ def segment_tree(
                 if tid < _MAX_STATIC_TAG_ID:
                     kinds[tid] = info
             tag, kind = info
-            if kind == _SKIP:
+            if kind == _INLINE:
+                budget -= 1
+                if budget < 0:
+                    raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+            elif kind == _SKIP:
                 continue  # invisible subtrees: script, style, template...
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
-            if kind == _ANCHOR:
-                href = child.attrs.get("href")
-                if href:
-                    anchors.append((blk, href))
-            first = child.child
+            else:
+                budget -= 1
+                if budget < 0:
+                    raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+                if kind == _ANCHOR:
+                    href = child.attrs.get("href")
+                    if href:
+                        anchors.append((blk, href))
+            first = child.first_child
             if first is None:
                 continue  # an empty element (img, br, input...) holds no text
-            child_path = f"{path}/{tag if by_tag else _component(child, tag, mode)}"
+            child_path = f"{path}/{tag}" if by_tag else f"{path}/{_component(child, tag, mode)}"
             if kind == _BLOCK:
                 own: list[Segment] = []
+                target_blk = len(blocks)
                 blocks.append((child_path, own))
                 parents.append(blk)
                 target = own
-                target_blk = len(blocks) - 1
             else:
                 target = segs
                 target_blk = blk
-            if first.tag_id == _TEXT_ID and first.next is None:
+            if first.next is None and first.tag_id == _TEXT_ID:
                 # The most common leaf, <a>text</a> or <li>text</li>: no call, no iterator.
                 raw = first.text_content
                 if raw:
                     text = " ".join(raw.split())
                     if text:
-                        key = xxh3_64_intdigest(f"{child_path}\x00{text}".encode())
-                        target.append(Segment(key, text, len(text)))
+                        key = hash64(f"{child_path}\x00{text}".encode())
+                        target.append(new_segment(Segment, (key, text, len(text))))
                         if text_nodes is not None:
                             text_nodes.append((first, key))
                 continue
@@ -180,12 +190,12 @@ def segment_tree(
     parents.append(-1)
     visit(root, root_path, root_segs, 0, 1)
     if not anchors:
-        return [Block(path, segs, i) for i, (path, segs) in enumerate(b for b in blocks if b[1])]
+        return [new_segment(Block, (path, segs, i, ())) for i, (path, segs) in enumerate(b for b in blocks if b[1])]
     links = block_links([bool(b[1]) for b in blocks], parents, anchors)
     out: list[Block] = []
     for old, (path, segs) in enumerate(blocks):
         if segs:
-            out.append(Block(path, segs, len(out), links.get(old, ())))
+            out.append(new_segment(Block, (path, segs, len(out), links.get(old, ()))))
     return out
 
 
