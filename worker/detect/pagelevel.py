@@ -220,9 +220,11 @@ def walk(
     by_tag = mode == "tag"
     with_id = mode == "tag_id_class"
     max_depth = params.max_depth
-    budget = [params.max_nodes]
-    total = [0]  # page text characters so far
+    budget = params.max_nodes
+    total = 0  # page text characters so far
     hints_get = _HINTS.get
+    new_segment = tuple.__new__  # Segment(...) without the NamedTuple's Python-level __new__
+    hash64 = xxh3_64_intdigest
 
     # Per node: the fixed facts in one tuple (path, parent, tag, depth, start, flags),
     # the counters in lists.
@@ -235,9 +237,14 @@ def walk(
     anchors: list[tuple[int, str]] = []  # (block, href), as segment_tree collects them
 
     def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
+        nonlocal budget, total
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
-        segs = segments[blk]
+        append = segments[blk].append
+        # The text and links directly in `blk` met in this call, added to its counters at the end.
+        own_chars = 0
+        own_achars = 0
+        own_links = 0
         for child in node.iter(include_text=True, skip_empty=True):
             tid = child.tag_id
             if tid == _TEXT_ID:
@@ -246,12 +253,10 @@ def walk(
                     text = " ".join(raw.split())
                     if text:
                         n = len(text)
-                        key = xxh3_64_intdigest(f"{path}\x00{text}".encode())
-                        segs.append(Segment(key, text, n))
-                        total[0] += n
-                        chars[blk] += n
-                        if inh & F_IN_A:
-                            achars[blk] += n
+                        key = hash64(f"{path}\x00{text}".encode())
+                        append(new_segment(Segment, (key, text, n)))
+                        total += n
+                        own_chars += n
                         if text_nodes is not None:
                             text_nodes.append((child, key))
                 continue
@@ -267,15 +272,15 @@ def walk(
             tag, kind, bits = info
             if kind == _SKIP:
                 continue
-            budget[0] -= 1
-            if budget[0] < 0:
+            budget -= 1
+            if budget < 0:
                 raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
             if bits & F_IN_A:
-                links[blk] += 1
+                own_links += 1
                 href = child.attrs.get("href")
                 if href:
                     anchors.append((blk, href))
-            first = child.child
+            first = child.first_child
             if first is None:
                 continue
             own = 0
@@ -312,32 +317,56 @@ def walk(
             inner = inh | (own << 2) | bits
             if kind == _BLOCK:
                 target = len(facts)
-                facts.append((child_path, blk, tag, depth, total[0], own | (inh & ~F_IN_A)))
-                segments.append([])
+                facts.append((child_path, blk, tag, depth, total, own | (inh & ~F_IN_A)))
                 chars.append(0)
                 achars.append(0)
                 links.append(0)
                 ends.append(target + 1)
-            else:
-                target = blk
-            if first.tag_id == _TEXT_ID and first.next is None:
+                if first.next is None and first.tag_id == _TEXT_ID:
+                    raw = first.text_content
+                    text = " ".join(raw.split()) if raw else ""
+                    if text:
+                        n = len(text)
+                        key = hash64(f"{child_path}\x00{text}".encode())
+                        segments.append([new_segment(Segment, (key, text, n))])
+                        total += n
+                        chars[target] = n
+                        if inner & F_IN_A:
+                            achars[target] = n
+                        if text_nodes is not None:
+                            text_nodes.append((first, key))
+                    else:
+                        segments.append([])
+                    continue
+                segments.append([])
+                visit(child, child_path, target, depth + 1, inner)
+                ends[target] = len(facts)
+                continue
+            if first.next is None and first.tag_id == _TEXT_ID:
                 raw = first.text_content
                 if raw:
                     text = " ".join(raw.split())
                     if text:
                         n = len(text)
-                        key = xxh3_64_intdigest(f"{child_path}\x00{text}".encode())
-                        segments[target].append(Segment(key, text, n))
-                        total[0] += n
-                        chars[target] += n
+                        key = hash64(f"{child_path}\x00{text}".encode())
+                        append(new_segment(Segment, (key, text, n)))
+                        total += n
+                        own_chars += n
                         if inner & F_IN_A:
-                            achars[target] += n
+                            own_achars += n
                         if text_nodes is not None:
                             text_nodes.append((first, key))
                 continue
-            visit(child, child_path, target, depth + 1, inner)
-            if kind == _BLOCK:
-                ends[target] = len(facts)
+            visit(child, child_path, blk, depth + 1, inner)
+        if own_chars:
+            chars[blk] += own_chars
+            # Inside an anchor all of it is anchor text; else only the anchors' leaves.
+            if inh & F_IN_A:
+                achars[blk] += own_chars
+            elif own_achars:
+                achars[blk] += own_achars
+        if own_links:
+            links[blk] += own_links
 
     tag = root.tag or "html"
     root_path = tag if by_tag else _component(root, tag, mode)
@@ -360,7 +389,7 @@ def walk(
     for i, segs in enumerate(segments):
         if segs:
             node_of_block.append(i)
-            blocks_out.append(Block(paths[i], segs, len(blocks_out), hrefs.get(i, ())))
+            blocks_out.append(new_segment(Block, (paths[i], segs, len(blocks_out), hrefs.get(i, ()))))
             texts.append(" ".join([seg.text for seg in segs]))
         else:
             texts.append("")
