@@ -58,7 +58,7 @@ def _component(node: LexborNode, tag: str, mode: str) -> str:
     """One element's name on a DOM path, as `SegmentParams.path_mode` asks."""
     if mode == "tag":
         return tag
-    attrs = node.attrs
+    attrs = node.attributes  # a plain dict: lexbor's attrs.get raises a KeyError for a missing one
     cls = attrs.get("class")
     name = tag
     if mode == "tag_id_class":
