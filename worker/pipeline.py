@@ -42,11 +42,12 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     # is 0); its walk cuts the same blocks as segment_tree and collects its cues.
     use_model = plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
     scores = None
+    texts: list[str] | None = None  # each block's text, when the walk has made them
     try:
         tree = parse(page.html, params.segment)
         text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
         if use_model:
-            blocks, scores = pagelevel.score_blocks(tree, params.segment, plp, text_nodes)
+            blocks, texts, scores = pagelevel.score_page(tree, params.segment, plp, text_nodes)
         else:
             blocks = segment_tree(tree, params.segment, text_nodes)
     except BadInputError as exc:
@@ -69,20 +70,22 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         method = METHOD_COLD
         template_keys = set()
 
+    if texts is None:
+        texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
     rows = []
     if template_keys:
-        for path, segs, _, _ in blocks:
+        for (path, segs, _, _), text in zip(blocks, texts):
             chars = 0
             tchars = 0
             for key, _text, length in segs:
                 chars += length
                 if key in template_keys:
                     tchars += length
-            rows.append((path, " ".join([seg[1] for seg in segs]), chars, tchars, tchars / chars))
+            rows.append((path, text, chars, tchars, tchars / chars))
     else:  # a cold host: no segment is template
-        for path, segs, _, _ in blocks:
+        for (path, segs, _, _), text in zip(blocks, texts):
             chars = sum([seg[2] for seg in segs])
-            rows.append((path, " ".join([seg[1] for seg in segs]), chars, 0, 0 / chars))
+            rows.append((path, text, chars, 0, 0 / chars))
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
     model_says = None
     if scores is not None:

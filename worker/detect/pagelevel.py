@@ -392,7 +392,7 @@ def walk(
         if segs:
             node_of_block.append(i)
             blocks_out.append(new_segment(Block, (paths[i], segs, len(blocks_out), hrefs.get(i, ()))))
-            texts.append(" ".join([seg.text for seg in segs]))
+            texts.append(" ".join([seg[1] for seg in segs]))
         else:
             texts.append("")
     return PageTree(
@@ -773,11 +773,23 @@ def score_blocks(
     text_nodes: list[tuple[LexborNode, int]] | None = None,
 ) -> tuple[list[Block], NDArray[np.float64]]:
     """The page's blocks (as `segment_tree` cuts them) and each one's smoothed templateness."""
+    blocks, _, scores = score_page(tree, params, plp, text_nodes)
+    return blocks, scores
+
+
+def score_page(
+    tree: LexborHTMLParser,
+    params: SegmentParams,
+    plp: PageLevelParams,
+    text_nodes: list[tuple[LexborNode, int]] | None = None,
+) -> tuple[list[Block], list[str], NDArray[np.float64]]:
+    """`score_blocks`, plus each block's text (its segments joined by spaces), which the walk has made."""
     page = walk(tree, params, text_nodes)
     scores = block_scores(
         page, load_model(plp.model), plp.smoothing, plp.weighting, plp.max_values, plp.max_smooth_nodes
     )
-    return page.blocks, scores
+    texts = page.text
+    return page.blocks, [texts[i] for i in page.node_of_block], scores
 
 
 def overrule(
