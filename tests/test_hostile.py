@@ -20,6 +20,7 @@ from worker.codec import encode_clean, encode_dead
 from worker.model import RawPage
 from worker.params import EngineParams, SegmentParams
 from worker.pipeline import decide
+from worker.segment import nesting_estimate
 from worker.table import HostTable
 
 PARAMS = EngineParams()
@@ -107,6 +108,23 @@ def test_the_same_page_twice_gives_the_same_verdicts() -> None:
 )
 def test_pathological_pages_are_dead_with_their_reason(html: str, reason: str) -> None:
     assert _decide(html) == ("dead", reason)
+
+
+def test_absurd_nesting_is_refused_before_the_parser_sees_it() -> None:
+    # 100,000 nested <div>s would take lexbor's tree builder tens of seconds.
+    html = "<html><body>" + "<div>" * 100_000 + "x" + "</div>" * 100_000
+    table = HostTable(PARAMS.table)
+    outcome = decide(RawPage("https://h.example/deep", html, "h.example"), table, PARAMS)
+    assert outcome.dead is not None
+    assert outcome.dead.reason == "too_deep"
+    assert "estimated before parsing" in outcome.dead.detail
+
+
+def test_many_tags_that_do_not_nest_are_not_refused() -> None:
+    # 30,000 list items and formatting tags left open: flat to the parser.
+    html = "<html><body><ul>" + "<li><b>item" * 30_000 + "</ul></body></html>"
+    assert nesting_estimate(html) < 10
+    assert _decide(html, EngineParams(segment=SegmentParams(max_nodes=500_000))) == ("clean", "")
 
 
 def test_a_page_over_the_byte_limit_is_too_large() -> None:
