@@ -65,7 +65,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     # say so, rather than claim the table found everything to be content.
     if pages >= threshold:
         method = METHOD_TABLE
-        template_keys = {key for key, df in zip(keys, dfs) if df >= threshold}
+        template_keys = {key for key, df in zip(keys, dfs, strict=True) if df >= threshold}
     else:
         method = METHOD_COLD
         template_keys = set()
@@ -74,7 +74,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
     rows = []
     if template_keys:
-        for (path, segs, _, _), text in zip(blocks, texts):
+        for (path, segs, _, _), text in zip(blocks, texts, strict=True):
             chars = 0
             tchars = 0
             for key, _text, length in segs:
@@ -83,7 +83,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
                     tchars += length
             rows.append((path, text, chars, tchars, tchars / chars))
     else:  # a cold host: no segment is template
-        for (path, segs, _, _), text in zip(blocks, texts):
+        for (path, segs, _, _), text in zip(blocks, texts, strict=True):
             chars = sum([seg[2] for seg in segs])
             rows.append((path, text, chars, 0, 0 / chars))
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
@@ -159,8 +159,10 @@ def _strip_template(
     Only text nodes are removed: elements stay, so the page keeps its structure and no
     node is freed twice (lexbor frees a subtree with its root).
     """
-    drop = {seg.key for block, v in zip(blocks, verdicts) if v.verdict == TEMPLATE for seg in block.segments}
-    keep = {seg.key for block, v in zip(blocks, verdicts) if v.verdict == CONTENT for seg in block.segments}
+    drop: set[int] = set()
+    keep: set[int] = set()
+    for block, v in zip(blocks, verdicts, strict=True):
+        (drop if v.verdict == TEMPLATE else keep).update(seg.key for seg in block.segments)
     for node, key in text_nodes:
         if key in drop and key not in keep:
             node.decompose()

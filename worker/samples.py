@@ -68,7 +68,7 @@ till time tiny told tone tony took tool tour town tree trip true tune turn twin 
 unit upon used user vary vast very vice view vote wage wait wake walk wall want ward
 warm wash wave ways weak wear week well went were west what when whom wide wife wild
 will wind wine wing wire wise wish with wood word wore work yard yeah year your zero
-""".split()  # noqa: SIM905 (a word block reads better than a list)
+""".split()
 
 LAYOUTS = ("blog", "docs", "news")
 

@@ -38,17 +38,17 @@ class HostTable:
     """One host's segment table. Not thread-safe; one owner at a time."""
 
     __slots__ = (
-        "params",
+        "_entries",
+        "_life",
+        "_wheel",
+        "added_since_event",
+        "learned_page",
         "pages",
+        "params",
+        "removed_since_event",
+        "size_at_event",
         "source_offset",
         "template_count",
-        "learned_page",
-        "size_at_event",
-        "added_since_event",
-        "removed_since_event",
-        "_entries",
-        "_wheel",
-        "_life",
     )
 
     def __init__(self, params: TableParams) -> None:
@@ -87,7 +87,7 @@ class HostTable:
         life = self._life
         last_life = life[-1]
         threshold = self.params.template_df
-        dfs = []
+        dfs: list[int] = []
         append = dfs.append
         for key in keys:
             packed = entries.get(key)
@@ -207,7 +207,7 @@ class HostTable:
         lasts.frombytes(data[off + 12 * n : off + 16 * n])
         entries = table._entries
         wheel = table._wheel
-        for key, df, last in zip(keys, dfs, lasts):
+        for key, df, last in zip(keys, dfs, lasts, strict=True):
             entries[key] = (df << _DF_SHIFT) | last
             due = last + table.lifetime(df) + 1
             bucket = wheel.get(due)

@@ -42,11 +42,11 @@ TEMPLATE_WORDS = frozenset(
     side aside breadcrumb breadcrumbs crumbs comment comments share sharing social related
     widget widgets ad ads advert advertisement banner promo sponsor sponsored subscribe
     newsletter signup login search cookie cookies copyright legal skip pagination pager pages
-    tags tagcloud toolbar toc util utility links more popular trending recommended disclaimer""".split()  # noqa: SIM905
+    tags tagcloud toolbar toc util utility links more popular trending recommended disclaimer""".split()
 )
 CONTENT_WORDS = frozenset(
     """content article post entry main body story text prose markdown blog single page document
-    doc section itemprop articlebody""".split()  # noqa: SIM905
+    doc section itemprop articlebody""".split()
 )
 # Substrings that give the same hints inside compound names (mainContent, site-footer2).
 _TEMPLATE_PARTS = (
@@ -131,7 +131,7 @@ STOPWORDS = frozenset(
     what when there than then also more about into after over der die das und ist nicht ein
     eine zu den mit von auf für sich des dem im le la les et est une des du dans pour pas que
     qui sur au avec il elle el los las y en es por con para una del se lo como más il di che è
-    per non sono della""".split()  # noqa: SIM905
+    per non sono della""".split()
 )
 _COPYRIGHT_MARKS = ("©", "copyright", "all rights reserved")
 
