@@ -82,10 +82,10 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
                 if key in template_keys:
                     tchars += length
             rows.append((path, text, chars, tchars, tchars / chars))
-    else:  # a cold host: no segment is template
+    else:  # no segment of this page is template (always so on a cold host)
         for (path, segs, _, _), text in zip(blocks, texts, strict=True):
             chars = sum([seg[2] for seg in segs])
-            rows.append((path, text, chars, 0, 0 / chars))
+            rows.append((path, text, chars, 0, 0.0))
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
     model_says = None
     if scores is not None:
