@@ -555,10 +555,6 @@ def read_pages(
     return dict(by_host), dead
 
 
-def host_of_url(url: str) -> str:
-    return (urlsplit(url).hostname or "").lower()
-
-
 # -- the streaming pagelet signal (measured: not on by default, see docs/pagelets.md) ------
 
 

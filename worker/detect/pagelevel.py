@@ -766,24 +766,14 @@ def block_scores(
     return scores
 
 
-def score_blocks(
-    tree: LexborHTMLParser,
-    params: SegmentParams,
-    plp: PageLevelParams,
-    text_nodes: list[tuple[LexborNode, int]] | None = None,
-) -> tuple[list[Block], NDArray[np.float64]]:
-    """The page's blocks (as `segment_tree` cuts them) and each one's smoothed templateness."""
-    blocks, _, scores = score_page(tree, params, plp, text_nodes)
-    return blocks, scores
-
-
 def score_page(
     tree: LexborHTMLParser,
     params: SegmentParams,
     plp: PageLevelParams,
     text_nodes: list[tuple[LexborNode, int]] | None = None,
 ) -> tuple[list[Block], list[str], NDArray[np.float64]]:
-    """`score_blocks`, plus each block's text (its segments joined by spaces), which the walk has made."""
+    """The page's blocks (as `segment_tree` cuts them), each block's text (its segments
+    joined by spaces, made by the walk) and each block's smoothed templateness."""
     page = walk(tree, params, text_nodes)
     scores = block_scores(
         page, load_model(plp.model), plp.smoothing, plp.weighting, plp.max_values, plp.max_smooth_nodes
