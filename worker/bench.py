@@ -39,7 +39,7 @@ from selectolax.lexbor import LexborHTMLParser
 from worker.errors import ConfigError
 from worker.evaluate import Corpus, load_corpus
 from worker.model import RawPage
-from worker.params import EngineParams, with_overrides
+from worker.params import EngineParams, add_param_argument, with_overrides
 from worker.pipeline import process_page
 from worker.state import MemoryStore
 from worker.state.rocks import RocksStore
@@ -527,10 +527,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--synthetic", action="store_true", help="--long-host on a generated site (worker.samples)")
     parser.add_argument("--cpu", type=int, metavar="N", help="pin the process to CPU N (Linux) before timing")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument(
-        "--param",
-        action="append",
-        metavar="SECTION.FIELD=VALUE",
-        help="override an engine parameter, e.g. table.tb=50 (repeatable)",
+    add_param_argument(
+        parser,
+        "override an engine parameter, e.g. table.tb=50 (repeatable)",
     )
     parser.set_defaults(func=_handle)

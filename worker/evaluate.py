@@ -48,7 +48,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type info
 from worker.codec import encode_clean, encode_dead
 from worker.errors import ConfigError
 from worker.model import RawPage
-from worker.params import EngineParams, with_overrides
+from worker.params import EngineParams, add_param_argument, with_overrides
 from worker.pipeline import process_page
 from worker.state import MemoryStore
 
@@ -753,10 +753,8 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="write each corpus's output records (as `detemplate run` writes them) to DIR/CORPUS.jsonl",
     )
-    parser.add_argument(
-        "--param",
-        action="append",
-        metavar="SECTION.FIELD=VALUE",
-        help="override an engine parameter, e.g. table.tb=50 or segment.path_mode=tag (repeatable)",
+    add_param_argument(
+        parser,
+        "override an engine parameter, e.g. table.tb=50 or segment.path_mode=tag (repeatable)",
     )
     parser.set_defaults(func=_handle)

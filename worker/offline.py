@@ -22,7 +22,7 @@ from typing import IO
 from worker import codec
 from worker.errors import ConfigError, DetemplateError
 from worker.model import DeadPage, RawPage
-from worker.params import EngineParams, with_overrides
+from worker.params import EngineParams, add_param_argument, with_overrides
 from worker.pipeline import process_page
 from worker.state.base import SegmentStore
 from worker.state.memory import MemoryStore
@@ -193,11 +193,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep per-host tables in RocksDB in DIR, so a later run goes on learning (default: in memory)",
     )
     p.add_argument("--html", action="store_true", help="add each page's HTML with template text removed")
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override an algorithm parameter, e.g. table.tb=50 or segment.path_mode=tag_class (repeatable)",
+    add_param_argument(
+        p,
+        "override an algorithm parameter, e.g. table.tb=50 or segment.path_mode=tag_class (repeatable)",
     )
     p.set_defaults(func=cmd_run)

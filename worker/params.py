@@ -6,6 +6,7 @@ corpora; docs/measurements.md records the runs behind them.
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, field
 
@@ -193,6 +194,11 @@ class EngineParams:
     table: TableParams = field(default_factory=TableParams)
     events: EventParams = field(default_factory=EventParams)
     pagelevel: PageLevelParams = field(default_factory=PageLevelParams)
+
+
+def add_param_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """The `--param SECTION.FIELD=VALUE` option every command that runs the engine takes."""
+    parser.add_argument("--param", action="append", default=[], metavar="SECTION.FIELD=VALUE", help=help_text)
 
 
 def with_overrides(params: EngineParams, overrides: list[str]) -> EngineParams:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from worker.errors import ConfigError, DetemplateError, StateError
 from worker.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
-from worker.params import EngineParams, with_overrides
+from worker.params import EngineParams, add_param_argument, with_overrides
 from worker.pipeline import decide
 from worker.segment import segment_html
 from worker.table import HostTable
@@ -546,11 +546,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="JSONL, WARC or folder holding the page and its host's other pages, for the history (repeatable)",
     )
     p.add_argument("--host", help="the page's host, when it is not the one `run` would give it")
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override an algorithm parameter, as in `run` (use the same ones the state was built with)",
+    add_param_argument(
+        p,
+        "override an algorithm parameter, as in `run` (use the same ones the state was built with)",
     )
     p.set_defaults(func=cmd_show)

@@ -11,7 +11,7 @@ from pathlib import Path
 from worker.detect.train import LabelParams, collect, fit_logistic
 from worker.errors import ConfigError
 from worker.model import RawPage
-from worker.params import EngineParams, with_overrides
+from worker.params import EngineParams, add_param_argument, with_overrides
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=LabelParams().max_pages_per_host,
         help="use at most this many pages a host",
     )
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="segmentation parameters, as for `detemplate run` (the model must be used with the same)",
+    add_param_argument(
+        p,
+        "segmentation parameters, as for `detemplate run` (the model must be used with the same)",
     )
     p.set_defaults(func=cmd_train)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from worker import settings as settings_mod
 from worker.errors import DetemplateError
+from worker.params import add_param_argument
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partitions", type=int, help="partitions of pages.raw (env DETEMPLATE_PARTITIONS)")
     p.add_argument("--app-id", help="consumer group id (env DETEMPLATE_APP_ID)")
     p.add_argument("--html", dest="with_html", action="store_true", default=None, help="publish cleaned HTML too")
-    p.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override an algorithm parameter as `run --param` does (repeatable; env DETEMPLATE_PARAMS, ';'-separated)",
+    add_param_argument(
+        p,
+        "override an algorithm parameter as `run --param` does (repeatable; env DETEMPLATE_PARAMS, ';'-separated)",
     )
     p.set_defaults(func=_worker)
 
