@@ -8,8 +8,9 @@ and the commands let a flag override it. Algorithm knobs are not here: they are
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from worker.errors import ConfigError
 from worker.params import EngineParams, with_overrides
 
 ENV_PREFIX = "DETEMPLATE_"
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,23 @@ class StreamSettings:
         port 0 picks a free port, -1 runs no server.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
+
+    How the worker, `produce` and `consume` authenticate to the brokers (docs/deploy.md,
+    "Security"); the same for every client of the process (Faust's consumer, producer and
+    admin client, and the plain aiokafka clients of the commands):
+
+    security_protocol: PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL.
+    sasl_mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_* protocols only).
+    sasl_username: the SASL user (required with a SASL_* protocol).
+    sasl_password / sasl_password_file: the SASL password, or a file holding it (a mounted
+        Kubernetes Secret; one trailing newline is dropped). Exactly one of the two with a
+        SASL_* protocol. The password never appears in repr() or in logs.
+    ssl_cafile: PEM file of the CA(s) that signed the brokers' certificates (SSL and
+        SASL_SSL); empty: the system's trusted CAs.
+    ssl_certfile / ssl_keyfile: PEM client certificate and its private key, for brokers
+        that require TLS client authentication; both or neither.
+    ssl_check_hostname: check that a broker's certificate names the host connected to
+        (the certificate chain is verified either way).
     """
 
     broker: str = "kafka://127.0.0.1:9092"
@@ -78,6 +99,15 @@ class StreamSettings:
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9100
     params: str = ""
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    sasl_password_file: str = ""
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_check_hostname: bool = True
 
     def __post_init__(self) -> None:
         if self.partitions < 1 or self.out_partitions < 1:
@@ -96,6 +126,126 @@ class StreamSettings:
         names = [self.topic_raw, self.topic_clean, self.topic_events, self.topic_dead, self.topic_state]
         if len(set(names)) != len(names):
             raise ConfigError(f"topic names must be distinct: {names}")
+        self._check_security()
+
+    # -- broker security ------------------------------------------------------------------
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.upper() in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol.upper() in ("SSL", "SASL_SSL")
+
+    def _check_security(self) -> None:
+        """Refuse incomplete or contradictory security settings, naming the variable to fix."""
+        # Case-insensitive values, kept in the canonical upper case (the dataclass is frozen).
+        object.__setattr__(self, "security_protocol", self.security_protocol.strip().upper())
+        object.__setattr__(self, "sasl_mechanism", self.sasl_mechanism.strip().upper())
+        proto = self.security_protocol
+        p = ENV_PREFIX
+        if proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"{p}SECURITY_PROTOCOL must be one of {', '.join(SECURITY_PROTOCOLS)}, not {proto!r}")
+        if self.uses_sasl:
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ConfigError(
+                    f"{p}SASL_MECHANISM must be one of {', '.join(SASL_MECHANISMS)}, not {self.sasl_mechanism!r}"
+                )
+            if not self.sasl_username:
+                raise ConfigError(f"{proto} needs a user name: set {p}SASL_USERNAME")
+            if self.sasl_password and self.sasl_password_file:
+                raise ConfigError(f"set {p}SASL_PASSWORD or {p}SASL_PASSWORD_FILE, not both")
+            if not self.sasl_password and not self.sasl_password_file:
+                raise ConfigError(f"{proto} needs a password: set {p}SASL_PASSWORD_FILE (or {p}SASL_PASSWORD)")
+            self.sasl_secret()  # the file must be readable and hold a password now, not at first connect
+        else:
+            given = [n for n in ("sasl_username", "sasl_password", "sasl_password_file") if getattr(self, n)]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(p + n.upper() for n in given)} set but {p}SECURITY_PROTOCOL is {proto}: "
+                    "use SASL_SSL or SASL_PLAINTEXT, or unset them"
+                )
+        tls_files = {"ssl_cafile": self.ssl_cafile, "ssl_certfile": self.ssl_certfile, "ssl_keyfile": self.ssl_keyfile}
+        if not self.uses_ssl:
+            given = [n for n, v in tls_files.items() if v]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(p + n.upper() for n in given)} set but {p}SECURITY_PROTOCOL is {proto}: "
+                    "use SSL or SASL_SSL, or unset them"
+                )
+            return
+        if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
+            raise ConfigError(f"a client certificate needs both {p}SSL_CERTFILE and {p}SSL_KEYFILE")
+        for name, path in tls_files.items():
+            if path and not Path(path).is_file():
+                raise ConfigError(f"{p}{name.upper()}: no such file: {path}")
+        self.ssl_context()  # unreadable or mismatched PEM files fail here, with the variable's name
+
+    def sasl_secret(self) -> str:
+        """The SASL password: `sasl_password`, or the contents of `sasl_password_file`."""
+        if not self.sasl_password_file:
+            return self.sasl_password
+        try:
+            text = Path(self.sasl_password_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{ENV_PREFIX}SASL_PASSWORD_FILE: cannot read {self.sasl_password_file}: {exc}") from exc
+        # `echo pw > file` and `kubectl create secret --from-file` leave one newline at the end.
+        secret = text.removesuffix("\n").removesuffix("\r")
+        if not secret:
+            raise ConfigError(f"{ENV_PREFIX}SASL_PASSWORD_FILE: {self.sasl_password_file} is empty")
+        return secret
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of SSL and SASL_SSL (None otherwise): CA, client certificate, hostname check."""
+        if not self.uses_ssl:
+            return None
+        p = ENV_PREFIX
+        try:
+            ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=self.ssl_cafile or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{p}SSL_CAFILE: cannot load CA certificates from {self.ssl_cafile}: {exc}") from exc
+        if self.ssl_certfile:
+            try:
+                ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            except (OSError, ssl.SSLError) as exc:
+                raise ConfigError(
+                    f"{p}SSL_CERTFILE / {p}SSL_KEYFILE: cannot load the client certificate "
+                    f"{self.ssl_certfile} with key {self.ssl_keyfile}: {exc}"
+                ) from exc
+        ctx.check_hostname = self.ssl_check_hostname  # verify_mode stays CERT_REQUIRED
+        return ctx
+
+    def broker_credentials(self) -> Any:
+        """Faust's `broker_credentials`: None, faust.SSLCredentials or faust.SASLCredentials."""
+        proto = self.security_protocol
+        if proto == "PLAINTEXT":
+            return None
+        import faust  # the stream extra; only the stream commands get here
+
+        if proto == "SSL":
+            return faust.SSLCredentials(self.ssl_context())
+        # SASL_SSL when given a TLS context, SASL_PLAINTEXT without.
+        return faust.SASLCredentials(
+            username=self.sasl_username,
+            password=self.sasl_secret(),
+            ssl_context=self.ssl_context(),
+            mechanism=self.sasl_mechanism,
+        )
+
+    def kafka_client_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of aiokafka's clients (AIOKafkaProducer, AIOKafkaConsumer) for these settings.
+
+        The same values Faust derives from `broker_credentials()` for its own clients.
+        """
+        out: dict[str, Any] = {"security_protocol": self.security_protocol}
+        if self.uses_ssl:
+            out["ssl_context"] = self.ssl_context()
+        if self.uses_sasl:
+            out["sasl_mechanism"] = self.sasl_mechanism
+            out["sasl_plain_username"] = self.sasl_username
+            out["sasl_plain_password"] = self.sasl_secret()
+        return out
 
     @property
     def bootstrap(self) -> str:

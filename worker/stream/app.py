@@ -373,6 +373,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         settings.app_id,
         tansu=settings.tansu,
         broker=settings.faust_broker,
+        broker_credentials=settings.broker_credentials(),
         store="rocksdb://",
         datadir=settings.data_dir,
         topic_partitions=settings.partitions,

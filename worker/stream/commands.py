@@ -25,6 +25,39 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         default=None,
         help="work around the bundled Tansu test broker's wrong end offsets (env DETEMPLATE_TANSU)",
     )
+    add_security_arguments(p)
+
+
+# Flag -> StreamSettings field, for the broker security flags.
+SECURITY_FLAGS = (
+    "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password_file",
+    "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname",
+)
+
+
+def add_security_arguments(p: argparse.ArgumentParser) -> None:
+    """The broker security flags (each overrides its DETEMPLATE_* variable; docs/deploy.md, "Security")."""
+    g = p.add_argument_group(
+        "broker security",
+        "How to authenticate to the brokers. There is no password flag (a command line is visible to "
+        "every user of the machine): give DETEMPLATE_SASL_PASSWORD or, better, --sasl-password-file.",
+    )
+    g.add_argument("--security-protocol", type=str.upper, choices=settings_mod.SECURITY_PROTOCOLS,
+                   help="PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL (env DETEMPLATE_SECURITY_PROTOCOL)")
+    g.add_argument("--sasl-mechanism", type=str.upper, choices=settings_mod.SASL_MECHANISMS,
+                   help="SASL mechanism, default PLAIN (env DETEMPLATE_SASL_MECHANISM)")
+    g.add_argument("--sasl-username", metavar="USER", help="SASL user name (env DETEMPLATE_SASL_USERNAME)")
+    g.add_argument("--sasl-password-file", metavar="FILE",
+                   help="file holding the SASL password, e.g. a mounted Kubernetes Secret "
+                   "(env DETEMPLATE_SASL_PASSWORD_FILE; or the password itself in DETEMPLATE_SASL_PASSWORD)")
+    g.add_argument("--ssl-cafile", metavar="PEM",
+                   help="CA certificate(s) of the brokers; default: the system's (env DETEMPLATE_SSL_CAFILE)")
+    g.add_argument("--ssl-certfile", metavar="PEM",
+                   help="client certificate, for brokers that require one (env DETEMPLATE_SSL_CERTFILE)")
+    g.add_argument("--ssl-keyfile", metavar="PEM", help="its private key (env DETEMPLATE_SSL_KEYFILE)")
+    g.add_argument("--ssl-check-hostname", action=argparse.BooleanOptionalAction, default=None,
+                   help="check that a broker's certificate names its host; default on "
+                   "(env DETEMPLATE_SSL_CHECK_HOSTNAME)")
 
 
 def register(subparsers: Any) -> None:
@@ -84,8 +117,9 @@ def register(subparsers: Any) -> None:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> settings_mod.StreamSettings:
+    security = {name: getattr(args, name, None) for name in SECURITY_FLAGS}
     return settings_mod.load(
-        broker=getattr(args, "broker", None), tansu=getattr(args, "tansu", None), **extra
+        broker=getattr(args, "broker", None), tansu=getattr(args, "tansu", None), **security, **extra
     )
 
 
@@ -115,8 +149,8 @@ def _worker(args: argparse.Namespace) -> int:
     app, logic = build_app(settings, settings.engine_params())
     if settings.metrics_port >= 0:
         logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
-    logger.info("worker: broker=%s group=%s data_dir=%s tansu=%s", settings.broker, settings.app_id,
-                settings.data_dir, settings.tansu)
+    logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s", settings.broker,
+                settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu)
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
     worker.execute_from_commandline()  # returns only via sys.exit
     return 0
@@ -153,11 +187,12 @@ def _produce(args: argparse.Namespace) -> int:
     from worker.sources import iter_inputs
     from worker.stream.kafka_io import produce_pages
 
-    settings = _settings(args)
     try:
+        settings = _settings(args)
         items = iter_inputs(args.inputs)
         sent, dead = asyncio.run(
-            produce_pages(settings.bootstrap, items, args.topic or settings.topic_raw, settings.topic_dead)
+            produce_pages(settings.bootstrap, items, args.topic or settings.topic_raw, settings.topic_dead,
+                          security=settings.kafka_client_kwargs())
         )
     except DetemplateError as exc:
         print(f"detemplate produce: {exc}", file=sys.stderr)
@@ -170,8 +205,13 @@ def _produce(args: argparse.Namespace) -> int:
 def _consume(args: argparse.Namespace) -> int:
     from worker.stream.kafka_io import consume
 
-    settings = _settings(args)
-    records = asyncio.run(consume(settings.bootstrap, args.topic, args.count, args.timeout, settings.tansu))
+    try:
+        settings = _settings(args)
+    except DetemplateError as exc:
+        print(f"detemplate consume: {exc}", file=sys.stderr)
+        return 2
+    records = asyncio.run(consume(settings.bootstrap, args.topic, args.count, args.timeout, settings.tansu,
+                                  security=settings.kafka_client_kwargs()))
     out = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 (closed below)
     try:
         for r in records:

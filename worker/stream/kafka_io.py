@@ -1,11 +1,17 @@
-"""Plain aiokafka helpers behind `detemplate produce` and `detemplate consume` (no Faust)."""
+"""Plain aiokafka helpers behind `detemplate produce` and `detemplate consume` (no Faust).
+
+Every client takes `security`: the aiokafka keyword arguments of the broker security
+settings (`StreamSettings.kafka_client_kwargs()`: security_protocol, ssl_context,
+sasl_mechanism, sasl_plain_username, sasl_plain_password); None is PLAINTEXT.
+"""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
@@ -29,24 +35,29 @@ def encode_raw(page: RawPage) -> bytes:
     return json.dumps({"url": page.url, "host": page.host, "html": page.html}, ensure_ascii=False).encode("utf-8")
 
 
-def producer(bootstrap: str, linger_ms: int = 10) -> AIOKafkaProducer:
+def producer(bootstrap: str, linger_ms: int = 10, security: Mapping[str, Any] | None = None) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         linger_ms=linger_ms,
         max_batch_size=256 * 1024,
         max_request_size=16 * 1024 * 1024,
         acks=1,
+        **(security or {}),
     )
 
 
 async def produce_pages(
-    bootstrap: str, items: Iterable[RawPage | DeadPage], topic_raw: str, topic_dead: str
+    bootstrap: str,
+    items: Iterable[RawPage | DeadPage],
+    topic_raw: str,
+    topic_dead: str,
+    security: Mapping[str, Any] | None = None,
 ) -> tuple[int, int]:
     """Send raw pages keyed by host; bad input records go straight to the dead-letter topic.
 
     Returns (pages sent, dead letters sent).
     """
-    prod = producer(bootstrap)
+    prod = producer(bootstrap, security=security)
     await prod.start()
     sent = dead = 0
     try:
@@ -63,9 +74,14 @@ async def produce_pages(
     return sent, dead
 
 
-async def produce_raw(bootstrap: str, topic: str, messages: Iterable[tuple[bytes | None, bytes | None]]) -> int:
+async def produce_raw(
+    bootstrap: str,
+    topic: str,
+    messages: Iterable[tuple[bytes | None, bytes | None]],
+    security: Mapping[str, Any] | None = None,
+) -> int:
     """Send (key, value) messages as they are (tests send malformed ones this way)."""
-    prod = producer(bootstrap)
+    prod = producer(bootstrap, security=security)
     await prod.start()
     n = 0
     try:
@@ -84,6 +100,7 @@ async def consume(
     count: int | None = None,
     timeout_s: float = 60.0,
     tansu: bool = False,
+    security: Mapping[str, Any] | None = None,
 ) -> list[Record]:
     """Read `topic` from the beginning: `count` records (waiting up to `timeout_s`), or else
     every record up to the end as of the call."""
@@ -93,6 +110,7 @@ async def consume(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_partition_fetch_bytes=4 * 1024 * 1024,
+        **(security or {}),
     )
     await consumer.start()
     out: list[Record] = []

@@ -1,0 +1,52 @@
+"""worker.settings: defaults, DETEMPLATE_* parsing, flags over variables, the round trip to a child."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from worker.errors import ConfigError
+from worker.settings import ENV_PREFIX, StreamSettings, env_for, load
+
+
+def test_defaults_and_environment_parsing() -> None:
+    assert load({}) == StreamSettings()
+    s = load({
+        "DETEMPLATE_PARTITIONS": "16",
+        "DETEMPLATE_TANSU": "yes",
+        "DETEMPLATE_SSL_CHECK_HOSTNAME": "off",
+        "DETEMPLATE_COMMIT_INTERVAL_S": "2.5",
+        "DETEMPLATE_BROKER": "a:9092, kafka://b:9092",
+        "UNRELATED": "x",
+    })
+    assert (s.partitions, s.tansu, s.ssl_check_hostname, s.commit_interval_s) == (16, True, False, 2.5)
+    assert s.bootstrap == "a:9092,b:9092"
+    assert s.faust_broker == "kafka://a:9092,kafka://b:9092"
+
+
+@pytest.mark.parametrize(("name", "value"), [("PARTITIONS", "many"), ("TANSU", "maybe"), ("HEARTBEAT_S", "1s")])
+def test_bad_values_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=ENV_PREFIX + name):
+        load({ENV_PREFIX + name: value})
+
+
+def test_overrides_beat_the_environment_and_none_is_unset() -> None:
+    env = {"DETEMPLATE_PARTITIONS": "16", "DETEMPLATE_APP_ID": "from-env"}
+    s = load(env, partitions=4, app_id=None)
+    assert (s.partitions, s.app_id) == (4, "from-env")
+
+
+def test_env_for_reproduces_the_settings_in_a_child(tmp_path: Path) -> None:
+    pw = tmp_path / "pw"
+    pw.write_text("secret\n")
+    for s in (
+        StreamSettings(partitions=3, out_partitions=5, tansu=True, params="table.tb=10", compression="lz4"),
+        StreamSettings(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256", sasl_username="u",
+                       sasl_password_file=str(pw), ssl_check_hostname=False),
+        StreamSettings(security_protocol="SASL_PLAINTEXT", sasl_username="u", sasl_password="p"),
+    ):
+        env = env_for(s)
+        assert set(env) == {ENV_PREFIX + f.name.upper() for f in fields(StreamSettings)}
+        assert load(env) == s
