@@ -1,4 +1,4 @@
-"""CLI commands of the stream shell: worker, broker, produce, consume, bench-stream."""
+"""CLI commands of the stream shell: worker, broker, produce, consume, bench-stream, bench-soak."""
 
 from __future__ import annotations
 
@@ -111,9 +111,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
     p.set_defaults(func=_consume)
 
-    from worker.stream import bench
+    from worker.stream import bench, soak
 
     bench.register(subparsers)
+    soak.register(subparsers)
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> settings_mod.StreamSettings:
