@@ -2,7 +2,7 @@
 # detemplate stream worker image.
 #
 # Two stages: the build stage runs deploy/build.sh (the wheel of this project, installed with
-# the `stream` extra into /opt/venv, every version pinned by deploy/constraints.txt); the
+# the `stream` extra into /opt/venv, the page walk compiled, every version pinned by deploy/constraints.txt); the
 # runtime stage is a slim Python with that virtualenv only: no compiler, no pip cache, no
 # sources. CI runs the same deploy/build.sh into a fresh virtualenv (tests/test_image_recipe.py).
 #
@@ -16,9 +16,13 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
+# A C compiler for the compiled page walk (worker/_walk.pyx); the runtime stage has none.
+RUN apt-get update -qq \
+ && apt-get install -y -qq --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
 # Dependencies change less often than the code: the constraints and recipe come first.
 COPY deploy/build.sh deploy/constraints.txt ./deploy/
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY worker ./worker
 RUN PYTHON=python deploy/build.sh /opt/venv /src \
  && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} + \

@@ -21,6 +21,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
 from worker.errors import BadInputError
+from worker.fastwalk import walker
 from worker.model import Block, Segment
 from worker.params import SegmentParams
 
@@ -140,6 +141,11 @@ def segment_tree(
     root = tree.root
     if root is None:
         return []
+    if text_nodes is None and params.path_mode == "tag":
+        fast = walker(params.block_tags, params.skip_tags)
+        if fast is not None:  # the compiled walk (worker.fastwalk): the same blocks
+            fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False)
+            return fast_blocks
     block_tags = params.block_tags
     skip_tags = params.skip_tags
     kinds = _tag_kinds(block_tags, skip_tags)
@@ -229,13 +235,24 @@ def segment_tree(
     blocks.append((root_path, root_segs))
     parents.append(-1)
     visit(root, root_path, root_segs, 0, 1)
+    return _blocks([b[0] for b in blocks], [b[1] for b in blocks], parents, anchors)
+
+
+def _blocks(
+    paths: list[str], segments: list[list[Segment]], parents: list[int], anchors: list[tuple[int, str]]
+) -> list[Block]:
+    """The text-bearing blocks, numbered in document order, each with its links."""
+    new_block = tuple.__new__  # Block(...) without the NamedTuple's Python-level __new__
     if not anchors:
-        return [new_segment(Block, (path, segs, i, ())) for i, (path, segs) in enumerate(b for b in blocks if b[1])]
-    links = block_links([bool(b[1]) for b in blocks], parents, anchors)
+        return [
+            new_block(Block, (path, segs, i, ()))
+            for i, (path, segs) in enumerate((p, s) for p, s in zip(paths, segments, strict=True) if s)
+        ]
+    links = block_links([bool(segs) for segs in segments], parents, anchors)
     out: list[Block] = []
-    for old, (path, segs) in enumerate(blocks):
+    for old, (path, segs) in enumerate(zip(paths, segments, strict=True)):
         if segs:
-            out.append(new_segment(Block, (path, segs, len(out), links.get(old, ()))))
+            out.append(new_block(Block, (path, segs, len(out), links.get(old, ()))))
     return out
 
 

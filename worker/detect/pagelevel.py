@@ -32,6 +32,7 @@ from xxhash import xxh3_64_intdigest
 
 from worker.detect.isotonic import isotonic_tree
 from worker.errors import BadInputError, ConfigError
+from worker.fastwalk import walker
 from worker.model import Block, Segment
 from worker.params import PageLevelParams, SegmentParams
 from worker.segment import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, block_links
@@ -205,6 +206,24 @@ def walk(
     tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
 ) -> PageTree:
     """One pass over the parsed page: the blocks of `segment_tree` plus the block tree and cues.
+
+    The compiled walk (worker.fastwalk) when it is available, else `walk_python`: the
+    same result either way (tests/test_fastwalk.py).
+    """
+    if text_nodes is None and params.path_mode == "tag":
+        fast = walker(params.block_tags, params.skip_tags)
+        if fast is not None:
+            root = tree.root
+            if root is None:
+                return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [])
+            return PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
+    return walk_python(tree, params, text_nodes)
+
+
+def walk_python(
+    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+) -> PageTree:
+    """The walk in Python, over selectolax's nodes: the reference for the compiled one.
 
     The walk is `worker.segment.segment_tree`'s, step for step (same tags, paths, keys,
     limits and errors), with the cues collected on the way; tests/test_pagelevel.py
@@ -381,7 +400,25 @@ def walk(
     visit(root, root_path, 0, 1, 0)
     ends[0] = len(facts)
     paths, parent, tags, depths, start, flags_of = (list(column) for column in zip(*facts, strict=True))
+    return page_tree(paths, parent, tags, depths, start, flags_of, segments, chars, achars, links, ends, anchors)
 
+
+def page_tree(
+    paths: list[str],
+    parent: list[int],
+    tags: list[str],
+    depths: list[int],
+    start: list[int],
+    flags_of: list[int],
+    segments: list[list[Segment]],
+    chars: list[int],
+    achars: list[int],
+    links: list[int],
+    ends: list[int],
+    anchors: list[tuple[int, str]],
+) -> PageTree:
+    """A PageTree from the walk's per-node columns (either walk's)."""
+    new_segment = tuple.__new__  # Block(...) without the NamedTuple's Python-level __new__
     # Text-less layout elements stay in the tree: they weigh nothing, and pruning them
     # would cost a renumbering pass.
     blocks_out: list[Block] = []

@@ -1,0 +1,125 @@
+"""The compiled page walk (worker/_walk.pyx) gives exactly the Python walk's result.
+
+Both walks run on the same parsed pages: generated sites, hostile markup from
+hypothesis, and the pathological shapes the limits are for. Where the extension is not
+built these tests say so and skip; `make test` builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from worker import fastwalk
+from worker.detect import pagelevel
+from worker.errors import BadInputError
+from worker.params import SegmentParams
+from worker.samples import LAYOUTS, make_site
+from worker.segment import segment_tree
+
+PARAMS = SegmentParams()
+FAST = fastwalk.walker(PARAMS.block_tags, PARAMS.skip_tags)
+needs_fast = pytest.mark.skipif(FAST is None, reason=f"the compiled walk is not in use: {fastwalk.status()}")
+
+TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg"]
+
+
+def _outcome(fn):  # type: ignore[no-untyped-def]
+    try:
+        return fn()
+    except BadInputError as exc:
+        return ("dead", exc.reason, exc.detail)
+
+
+def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
+    tree = LexborHTMLParser(html)
+    fast = fastwalk.walker(params.block_tags, params.skip_tags)
+    assert fast is not None
+    root = tree.root
+    assert root is not None
+    got_tree = _outcome(lambda: pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)))
+    assert got_tree == _outcome(lambda: pagelevel.walk_python(tree, params))
+    got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
+    assert got_blocks == _outcome(lambda: segment_tree(tree, params, []))  # text_nodes: the Python walk
+
+
+@needs_fast
+def test_the_walks_agree_on_generated_sites() -> None:
+    pages = 0
+    for n, layout in enumerate(LAYOUTS):
+        for site_page in make_site(f"s{n}.example", 6, seed=n, layout=layout, redesign=3):
+            assert_same(site_page.page.html)
+            pages += 1
+    assert pages == 6 * len(LAYOUTS)
+
+
+@needs_fast
+def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> None:
+    tree = LexborHTMLParser(make_site("s.example", 1)[0].page.html)
+    assert pagelevel.walk(tree, PARAMS) == pagelevel.walk_python(tree, PARAMS)
+    assert segment_tree(tree, PARAMS) == segment_tree(tree, PARAMS, [])
+    assert fastwalk.status() == "compiled"
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(TAGS).map(lambda t: f"<{t}>"),
+            st.sampled_from(TAGS).map(lambda t: f"</{t}>"),
+            st.sampled_from(['<a href="/x">', '<a href="">', '<div class="nav footer">', '<p id="content">']),
+            st.text(min_size=0, max_size=12),
+            st.sampled_from(["\u00a0", "\u2003", "\u3000", "\x85", "\x1f", "\x0b", " \n\t", "&nbsp;", "<!-- c -->"]),
+        ),
+        max_size=60,
+    )
+)
+def test_the_walks_agree_on_arbitrary_markup(parts: list[str]) -> None:
+    assert_same("".join(parts))
+
+
+@needs_fast
+@pytest.mark.parametrize(
+    ("html", "params"),
+    [
+        ("<div>" * 500 + "x" + "</div>" * 500, PARAMS),  # too deep
+        ("<div>" * 399 + "x" + "</div>" * 399, PARAMS),  # a leaf block at the depth limit
+        ("<div>" * 398 + "<span>x</span>" + "</div>" * 398, PARAMS),
+        ("<p>x</p>" * 3000, SegmentParams(max_nodes=2000)),  # too many nodes
+        ("<p>x</p>" * 3000, SegmentParams(max_nodes=3003)),
+        ("<div class='" + "a" * 100_000 + "'>long class</div>", PARAMS),
+        ("<p>a\x00b</p><p>\ufffd\ud7ff\U0001f600</p>", PARAMS),
+        ("<html><body></body></html>", PARAMS),
+        ("<" + "x" * 40 + ">custom</" + "x" * 40 + ">", PARAMS),
+    ],
+)
+def test_the_walks_agree_at_the_limits(html: str, params: SegmentParams) -> None:
+    assert_same(html, params)
+
+
+@needs_fast
+def test_whitespace_is_what_python_splits_on() -> None:
+    from worker import _walk  # type: ignore[attr-defined]
+
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        ch = chr(code)
+        text = f"a{ch}b {ch}"
+        expected = " ".join(text.split())
+        assert _walk.normalize(text.encode()) == expected, (hex(code), unicodedata.name(ch, "?"))
+
+
+def test_pure_python_is_chosen_by_the_environment() -> None:
+    code = "from worker import fastwalk; print(fastwalk.status())"
+    env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "python (DETEMPLATE_PURE_PYTHON is set)"

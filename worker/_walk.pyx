@@ -1,0 +1,525 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The page walk of worker.segment / worker.detect.pagelevel, compiled.
+
+Same walk, step for step, as `worker.detect.pagelevel.walk` (which is the reference and
+the fallback): the same blocks, segment keys, cues, limits and errors. It reads
+lexbor's tree through lexbor's own exported functions, the ones selectolax's extension
+module is linked with (`lxb_dom_node_first_child_noi`, `lxb_dom_element_qualified_name`,
+...), looked up with dlsym in that already loaded module: no lexbor headers and no
+struct layouts are compiled in. The one field read directly is a text node's character
+data (a `lexbor_str_t` right after the node header), whose offset is found and
+checked at start-up on a probe page (`init`); worker.fastwalk then compares this walk
+with the Python one on a probe page and uses it only if they agree.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_FromSsize_t
+from cpython.ref cimport Py_INCREF, PyObject
+from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy
+
+
+cdef extern from "dlfcn.h" nogil:
+    void *dlopen(const char *filename, int flags)
+    void *dlsym(void *handle, const char *symbol)
+    int RTLD_NOW
+    int RTLD_NOLOAD
+
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+
+ctypedef void *(*node_fn)(void *) noexcept nogil
+ctypedef uintptr_t (*tag_id_fn)(void *) noexcept nogil
+ctypedef int (*type_fn)(void *) noexcept nogil
+ctypedef const unsigned char *(*name_fn)(void *, size_t *) noexcept nogil
+
+ctypedef struct lexbor_str:
+    unsigned char *data
+    size_t length
+
+cdef node_fn _first_child = NULL
+cdef node_fn _next = NULL
+cdef tag_id_fn _tag_id = NULL
+cdef type_fn _type = NULL
+cdef name_fn _element_name = NULL
+cdef node_fn _first_attr = NULL
+cdef node_fn _next_attr = NULL
+cdef name_fn _attr_name = NULL
+cdef name_fn _attr_value = NULL
+cdef Py_ssize_t _text_offset = -1
+
+cdef enum:
+    TEXT_ID = 2  # lexbor's tag id of text nodes
+    ELEMENT = 1  # LXB_DOM_NODE_TYPE_ELEMENT
+    INLINE = 0
+    BLOCK = 1
+    SKIP = 2
+    F_IN_A = 4096  # worker.detect.pagelevel.F_IN_A
+    N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
+
+
+def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
+    """Find lexbor's functions in `library` and the text offset on a probe text node.
+
+    Returns None when everything was found, else the reason this walk cannot be used.
+    """
+    global _first_child, _next, _tag_id, _type, _element_name, _first_attr, _next_attr
+    global _attr_name, _attr_value, _text_offset
+    cdef bytes path = library.encode()
+    cdef void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
+    if handle == NULL:
+        return f"{library} is not loaded"
+    symbols = {}
+    for name in (
+        b"lxb_dom_node_first_child_noi", b"lxb_dom_node_next_noi", b"lxb_dom_node_tag_id_noi",
+        b"lxb_dom_node_type_noi", b"lxb_dom_element_qualified_name", b"lxb_dom_element_first_attribute_noi",
+        b"lxb_dom_element_next_attribute_noi", b"lxb_dom_attr_qualified_name", b"lxb_dom_attr_value_noi",
+    ):
+        address = <uintptr_t>dlsym(handle, name)
+        if address == 0:
+            return f"{name.decode()} not found in {library}"
+        symbols[name] = address
+    _first_child = <node_fn><uintptr_t>symbols[b"lxb_dom_node_first_child_noi"]
+    _next = <node_fn><uintptr_t>symbols[b"lxb_dom_node_next_noi"]
+    _tag_id = <tag_id_fn><uintptr_t>symbols[b"lxb_dom_node_tag_id_noi"]
+    _type = <type_fn><uintptr_t>symbols[b"lxb_dom_node_type_noi"]
+    _element_name = <name_fn><uintptr_t>symbols[b"lxb_dom_element_qualified_name"]
+    _first_attr = <node_fn><uintptr_t>symbols[b"lxb_dom_element_first_attribute_noi"]
+    _next_attr = <node_fn><uintptr_t>symbols[b"lxb_dom_element_next_attribute_noi"]
+    _attr_name = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_qualified_name"]
+    _attr_value = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_value_noi"]
+    # A text node is a node header followed by its lexbor_str_t. The header grew by one
+    # field across lexbor versions: try the sizes it has had, checking length then bytes.
+    cdef char *node = <char *><uintptr_t>probe_text_node
+    cdef lexbor_str *s
+    cdef Py_ssize_t offset
+    _text_offset = -1
+    if _tag_id(node) != TEXT_ID:
+        return "the probe node is not a text node"
+    for offset in (96, 104, 112, 88):
+        s = <lexbor_str *>(node + offset)
+        if s.length == <size_t>len(probe_text) and s.data != NULL:
+            if memcmp(s.data, <const char *>probe_text, s.length) == 0:
+                _text_offset = offset
+                return None
+    return "the text of a text node was not found where lexbor keeps it"
+
+
+# Python's str.split() whitespace, as UTF-8: ASCII 9-13, 28-32, and these sequences.
+cdef inline Py_ssize_t _space_len(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Length of the whitespace character at s[i], or 0."""
+    cdef unsigned char c = s[i]
+    cdef unsigned char c1, c2
+    if c < 0x80:
+        return 1 if (c == 32 or (9 <= c <= 13) or (28 <= c <= 31)) else 0
+    if c == 0xC2:
+        if i + 1 < n and (s[i + 1] == 0x85 or s[i + 1] == 0xA0):
+            return 2
+        return 0
+    if c == 0xE1:
+        if i + 2 < n and s[i + 1] == 0x9A and s[i + 2] == 0x80:
+            return 3
+        return 0
+    if c == 0xE2:
+        if i + 2 >= n:
+            return 0
+        c1 = s[i + 1]
+        c2 = s[i + 2]
+        if c1 == 0x80 and (c2 <= 0x8A or c2 == 0xA8 or c2 == 0xA9 or c2 == 0xAF):
+            return 3 if c2 >= 0x80 else 0
+        if c1 == 0x81 and c2 == 0x9F:
+            return 3
+        return 0
+    if c == 0xE3:
+        if i + 2 < n and s[i + 1] == 0x80 and s[i + 2] == 0x80:
+            return 3
+        return 0
+    return 0
+
+
+cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *out) noexcept nogil:
+    """" ".join(text.split()) on UTF-8 bytes; `out` has room for n bytes. Returns the length."""
+    cdef Py_ssize_t i = 0, j = 0, w
+    cdef bint gap = False
+    while i < n:
+        w = _space_len(s, i, n)
+        if w:
+            gap = True
+            i += w
+            continue
+        if gap:
+            if j:
+                out[j] = 32
+                j += 1
+            gap = False
+        out[j] = s[i]
+        j += 1
+        i += 1
+    return j
+
+
+def normalize(bytes data):
+    """The whitespace normalisation of the walk, for tests: UTF-8 in, str out."""
+    cdef Py_ssize_t n = len(data)
+    cdef bytearray out = bytearray(n)
+    cdef Py_ssize_t m = _normalize(<const unsigned char *>data, n, <unsigned char *><char *>out)
+    return PyUnicode_DecodeUTF8(<char *>out, m, NULL)
+
+
+cdef class _Tag:
+    cdef object name      # str
+    cdef object utf8      # bytes: the name as it goes into paths
+    cdef int kind
+    cdef int bits
+
+
+cdef class Walker:
+    """The walk for one set of block and skip tags (its tag cache is per set)."""
+
+    cdef frozenset block_tags
+    cdef frozenset skip_tags
+    cdef dict inherit
+    cdef object segment_type
+    cdef object block_type
+    cdef object hash64
+    cdef object bad_input
+    cdef object hints
+    cdef dict hints_cache
+    cdef list cached  # tag id -> _Tag or None
+
+    # One walk's state.
+    cdef bint cues
+    cdef Py_ssize_t max_depth, budget, max_nodes, total
+    cdef list paths, parent, tags, depth, start, flags, segments, chars, achars, links, ends, anchors
+    cdef unsigned char *buf  # path, NUL, text: the bytes a segment key hashes
+    cdef Py_ssize_t cap
+    cdef unsigned char *text_buf
+    cdef Py_ssize_t text_cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.cap = 0
+        self.text_buf = NULL
+        self.text_cap = 0
+
+    def __dealloc__(self):
+        free(self.buf)
+        free(self.text_buf)
+
+    def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
+                 hash64, bad_input, hints, dict hints_cache):
+        self.block_tags = block_tags
+        self.skip_tags = skip_tags
+        self.inherit = inherit
+        self.segment_type = segment_type
+        self.block_type = block_type
+        self.hash64 = hash64
+        self.bad_input = bad_input
+        self.hints = hints
+        self.hints_cache = hints_cache
+        self.cached = [None] * N_CACHED
+
+    cdef int _reserve(self, Py_ssize_t n) except -1:
+        cdef unsigned char *p
+        if n > self.cap:
+            p = <unsigned char *>realloc(self.buf, n * 2)
+            if p == NULL:
+                raise MemoryError()
+            self.buf = p
+            self.cap = n * 2
+        return 0
+
+    cdef int _reserve_text(self, Py_ssize_t n) except -1:
+        cdef unsigned char *p
+        if n > self.text_cap:
+            p = <unsigned char *>realloc(self.text_buf, n * 2)
+            if p == NULL:
+                raise MemoryError()
+            self.text_buf = p
+            self.text_cap = n * 2
+        return 0
+
+    cdef _Tag _tag(self, void *node, uintptr_t tid):
+        """The element's name, kind and inherited bits; None for nodes that are not elements."""
+        cdef _Tag info
+        cdef size_t length = 0
+        cdef const unsigned char *name
+        if tid < N_CACHED:
+            info = <_Tag>self.cached[tid]
+            if info is not None:
+                return info
+        if _type(node) != ELEMENT:
+            return None  # comments, processing instructions, CDATA
+        name = _element_name(node, &length)
+        if name == NULL:
+            return None
+        info = _Tag()
+        info.name = PyUnicode_DecodeUTF8(<const char *>name, length, "replace")
+        info.utf8 = info.name.encode()
+        info.kind = SKIP if info.name in self.skip_tags else BLOCK if info.name in self.block_tags else INLINE
+        info.bits = self.inherit.get(info.name, 0)
+        if tid < N_CACHED:
+            self.cached[tid] = info
+        return info
+
+    cdef object _attr(self, void *element, const char *wanted, size_t wanted_len):
+        """An attribute's value (str, U+FFFD for bad bytes), or None when it is absent."""
+        cdef void *attr = _first_attr(element)
+        cdef size_t length = 0
+        cdef const unsigned char *name
+        cdef const unsigned char *value
+        while attr != NULL:
+            name = _attr_name(attr, &length)
+            if name != NULL and length == wanted_len and memcmp(name, wanted, length) == 0:
+                value = _attr_value(attr, &length)
+                if value == NULL:
+                    return None
+                return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
+            attr = _next_attr(attr)
+        return None
+
+    cdef object _segment(self, void *text_node, Py_ssize_t path_len, Py_ssize_t *chars_out):
+        """The Segment of a text node under the path in buf[:path_len], or None if it has no text."""
+        cdef lexbor_str *raw = <lexbor_str *>(<char *>text_node + _text_offset)
+        cdef Py_ssize_t n = raw.length, m
+        cdef object text
+        cdef object utf8
+        cdef const char *p
+        cdef Py_ssize_t plen
+        cdef Py_ssize_t chars
+        if raw.data == NULL or n == 0:
+            return None
+        self._reserve_text(n)
+        m = _normalize(raw.data, n, self.text_buf)
+        if m == 0:
+            return None
+        try:
+            text = PyUnicode_DecodeUTF8(<const char *>self.text_buf, m, NULL)
+            p = <const char *>self.text_buf
+            plen = m
+        except UnicodeDecodeError:
+            # Bytes lexbor passed through: decode as selectolax does, then split as Python does.
+            text = " ".join(PyUnicode_DecodeUTF8(<const char *>raw.data, n, "replace").split())
+            if not text:
+                return None
+            utf8 = text.encode()
+            p = <const char *>utf8
+            plen = len(utf8)
+        self._reserve(path_len + 1 + plen)
+        self.buf[path_len] = 0
+        memcpy(self.buf + path_len + 1, p, plen)
+        key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.buf, path_len + 1 + plen))
+        chars = PyUnicode_GET_LENGTH(text)
+        chars_out[0] = chars
+        seg = PyType_GenericAlloc(self.segment_type, 3)
+        Py_INCREF(key)
+        PyTuple_SET_ITEM(seg, 0, key)
+        Py_INCREF(text)
+        PyTuple_SET_ITEM(seg, 1, text)
+        length = PyLong_FromSsize_t(chars)
+        Py_INCREF(length)
+        PyTuple_SET_ITEM(seg, 2, length)
+        return seg
+
+    cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
+        cdef Py_ssize_t n = len(info.utf8)
+        self._reserve(path_len + 1 + n)
+        self.buf[path_len] = 47  # "/"
+        memcpy(self.buf + path_len + 1, <const char *>info.utf8, n)
+        return path_len + 1 + n
+
+    cdef int _visit(self, void *node, Py_ssize_t path_len, Py_ssize_t blk, Py_ssize_t depth, long inh) except -1:
+        cdef void *child
+        cdef void *first
+        cdef uintptr_t tid
+        cdef _Tag info
+        cdef Py_ssize_t own_chars = 0, own_achars = 0, own_links = 0, n = 0, child_len, target
+        cdef long own, inner
+        cdef list segs = <list>self.segments[blk]
+        if depth >= self.max_depth:
+            raise self.bad_input("too_deep", f"the DOM is nested deeper than {self.max_depth} elements")
+        child = _first_child(node)
+        while child != NULL:
+            tid = _tag_id(child)
+            if tid == TEXT_ID:
+                seg = self._segment(child, path_len, &n)
+                if seg is not None:
+                    PyList_Append(segs, seg)
+                    self.total += n
+                    own_chars += n
+                child = _next(child)
+                continue
+            info = self._tag(child, tid)
+            if info is None or info.kind == SKIP:
+                child = _next(child)
+                continue
+            self.budget -= 1
+            if self.budget < 0:
+                raise self.bad_input("too_many_nodes", f"the DOM has more than {self.max_nodes:,} elements")
+            if info.bits & F_IN_A:
+                own_links += 1
+                href = self._attr(child, b"href", 4)
+                if href:
+                    PyList_Append(self.anchors, (blk, href))
+            first = _first_child(child)
+            if first == NULL:
+                child = _next(child)
+                continue
+            child_len = self._child_path(path_len, info)
+            own = 0
+            if info.kind == BLOCK and self.cues:
+                cls = self._attr(child, b"class", 5) or ""
+                ident = self._attr(child, b"id", 2) or ""
+                if cls or ident:
+                    pair = (cls, ident)
+                    cached = self.hints_cache.get(pair)
+                    own = cached if cached is not None else self.hints(pair)
+            inner = inh | (own << 2) | info.bits
+            if info.kind == BLOCK:
+                target = len(self.paths)
+                PyList_Append(self.paths, PyUnicode_DecodeUTF8(<const char *>self.buf, child_len, NULL))
+                PyList_Append(self.parent, blk)
+                PyList_Append(self.tags, info.name)
+                PyList_Append(self.depth, depth)
+                PyList_Append(self.start, self.total)
+                PyList_Append(self.flags, own | (inh & ~F_IN_A))
+                PyList_Append(self.chars, 0)
+                PyList_Append(self.achars, 0)
+                PyList_Append(self.links, 0)
+                PyList_Append(self.ends, target + 1)
+                PyList_Append(self.segments, [])
+                if _next(first) == NULL and _tag_id(first) == TEXT_ID:
+                    # A leaf block: no visit, so no depth check (as the Python walk does).
+                    seg = self._segment(first, child_len, &n)
+                    if seg is not None:
+                        PyList_Append(<list>self.segments[target], seg)
+                        self.total += n
+                        self.chars[target] = n
+                        if inner & F_IN_A:
+                            self.achars[target] = n
+                else:
+                    self._visit(child, child_len, target, depth + 1, inner)
+                    self.ends[target] = len(self.paths)
+                child = _next(child)
+                continue
+            if _next(first) == NULL and _tag_id(first) == TEXT_ID:
+                seg = self._segment(first, child_len, &n)
+                if seg is not None:
+                    PyList_Append(segs, seg)
+                    self.total += n
+                    own_chars += n
+                    if inner & F_IN_A:
+                        own_achars += n
+            else:
+                self._visit(child, child_len, blk, depth + 1, inner)
+            child = _next(child)
+        if own_chars:
+            self.chars[blk] += own_chars
+            if inh & F_IN_A:
+                self.achars[blk] += own_chars
+            elif own_achars:
+                self.achars[blk] += own_achars
+        if own_links:
+            self.links[blk] += own_links
+        return 0
+
+    def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues):
+        """Walk the tree under the element at address `root` (a selectolax node's mem_id).
+
+        With `cues`, returns the fields of a `worker.detect.pagelevel.PageTree` as a tuple
+        (blocks, node_of_block, parent, tag, depth, start, chars, achars, segs, links,
+        flags, text, end); without, only the blocks (what `segment_tree` returns), and the
+        class/id hints are not read.
+        """
+        if _text_offset < 0:
+            raise RuntimeError("worker._walk.init() has not succeeded")
+        cdef void *node = <void *><uintptr_t>root
+        cdef _Tag info = self._tag(node, _tag_id(node))
+        name = info.name if info is not None and info.name else "html"
+        self.cues = cues
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.budget = max_nodes
+        self.total = 0
+        self.paths = [name]
+        self.parent = [-1]
+        self.tags = [name]
+        self.depth = [0]
+        self.start = [0]
+        self.flags = [0]
+        self.segments = [[]]
+        self.chars = [0]
+        self.achars = [0]
+        self.links = [0]
+        self.ends = [1]
+        self.anchors = []
+        cdef bytes utf8 = name.encode()
+        self._reserve(len(utf8) + 1)
+        memcpy(self.buf, <const char *>utf8, len(utf8))
+        try:
+            self._visit(node, len(utf8), 0, 1, 0)
+            self.ends[0] = len(self.paths)
+            return self._finish()
+        finally:
+            self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
+            self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
+
+    cdef object _finish(self):
+        """The blocks with text, numbered in document order, each with its links (see
+        `worker.segment.block_links`), and with `cues` the rest of the PageTree."""
+        cdef list segments = self.segments
+        cdef list parent = self.parent
+        cdef Py_ssize_t n = len(segments), i, p, o, k = 0
+        cdef list owner = [None] * n
+        cdef dict hrefs = {}
+        cdef list blocks = []
+        cdef list node_of_block = []
+        cdef list texts
+        cdef list segs
+        if self.anchors:
+            # A text-less block's links go to its nearest enclosing block with text.
+            for i in range(n):
+                if segments[i]:
+                    owner[i] = i
+                else:
+                    p = parent[i]
+                    owner[i] = owner[p] if p >= 0 else None
+            for blk, href in self.anchors:
+                o_obj = owner[blk]
+                if o_obj is not None:
+                    lst = hrefs.get(o_obj)
+                    if lst is None:
+                        hrefs[o_obj] = [href]
+                    else:
+                        (<list>lst).append(href)
+        block_type = self.block_type
+        for i in range(n):
+            segs = <list>segments[i]
+            if segs:
+                links = hrefs.get(i, ()) if hrefs else ()
+                block = PyType_GenericAlloc(block_type, 4)
+                path = self.paths[i]
+                Py_INCREF(path)
+                PyTuple_SET_ITEM(block, 0, path)
+                Py_INCREF(segs)
+                PyTuple_SET_ITEM(block, 1, segs)
+                order = PyLong_FromSsize_t(k)
+                Py_INCREF(order)
+                PyTuple_SET_ITEM(block, 2, order)
+                Py_INCREF(links)
+                PyTuple_SET_ITEM(block, 3, links)
+                blocks.append(block)
+                node_of_block.append(i)
+                k += 1
+        if not self.cues:
+            return blocks
+        texts = [" ".join([(<tuple>seg)[1] for seg in <list>segs]) if segs else "" for segs in segments]
+        return (blocks, node_of_block, parent, self.tags, self.depth, self.start, self.chars, self.achars,
+                [len(<list>segs) for segs in segments], self.links, self.flags, texts, self.ends)
