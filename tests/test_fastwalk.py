@@ -11,7 +11,9 @@ import os
 import subprocess
 import sys
 import unicodedata
+from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -45,7 +47,16 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
     root = tree.root
     assert root is not None
     got_tree = _outcome(lambda: pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)))
-    assert got_tree == _outcome(lambda: pagelevel.walk_python(tree, params))
+    expected_tree = _outcome(lambda: pagelevel.walk_python(tree, params))
+    if isinstance(got_tree, pagelevel.PageTree):
+        assert isinstance(expected_tree, pagelevel.PageTree)
+        assert replace(got_tree, stats=None) == expected_tree
+        # The text statistics (counted by the compiled walk, by _TextStats in Python) and
+        # so every feature are the same.
+        assert np.array_equal(pagelevel.text_stats(got_tree), pagelevel.text_stats(expected_tree))
+        assert np.array_equal(pagelevel.features(got_tree), pagelevel.features(expected_tree))
+    else:
+        assert got_tree == expected_tree
     got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
     assert got_blocks == _outcome(lambda: segment_tree(tree, params, []))  # text_nodes: the Python walk
 
@@ -63,7 +74,9 @@ def test_the_walks_agree_on_generated_sites() -> None:
 @needs_fast
 def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> None:
     tree = LexborHTMLParser(make_site("s.example", 1)[0].page.html)
-    assert pagelevel.walk(tree, PARAMS) == pagelevel.walk_python(tree, PARAMS)
+    fast_tree = pagelevel.walk(tree, PARAMS)
+    assert fast_tree.stats is not None
+    assert replace(fast_tree, stats=None) == pagelevel.walk_python(tree, PARAMS)
     assert segment_tree(tree, PARAMS) == segment_tree(tree, PARAMS, [])
     assert fastwalk.status() == "compiled"
 
@@ -78,6 +91,10 @@ def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> No
             st.sampled_from(['<a href="/x">', '<a href="">', '<div class="nav footer">', '<p id="content">']),
             st.text(min_size=0, max_size=12),
             st.sampled_from(["\u00a0", "\u2003", "\u3000", "\x85", "\x1f", "\x0b", " \n\t", "&nbsp;", "<!-- c -->"]),
+            st.sampled_from(
+                ["The end. ", "And the", "Für más è", "© 2026", "COPYRIGHT", "All Rights Reserved", "İstanbul",
+                 "a | b · c » d", "1,2;3:4!5?", 'He said "x."', "(so)", "a\x00b the\x00"]
+            ),
         ),
         max_size=60,
     )

@@ -18,6 +18,8 @@ from cpython.long cimport PyLong_FromSsize_t
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
+from cpython cimport array
+import array
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
@@ -33,6 +35,10 @@ cdef extern from "dlfcn.h" nogil:
 cdef extern from "Python.h":
     object PyType_GenericAlloc(type t, Py_ssize_t nitems)
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    int PyUnicode_KIND(object s)
+    void *PyUnicode_DATA(object s)
+    Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
+    bint PyUnicode_IS_ASCII(object s)
 
 
 ctypedef void *(*node_fn)(void *) noexcept nogil
@@ -63,6 +69,18 @@ cdef enum:
     SKIP = 2
     F_IN_A = 4096  # worker.detect.pagelevel.F_IN_A
     N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
+    # Character classes of worker.detect.pagelevel (_SPACE ... _BOUNDARY) and the text
+    # statistics columns the walk returns (pagelevel.TEXT_COLUMNS, in this order).
+    C_SPACE = 1
+    C_PUNCT = 2
+    C_SENT = 4
+    C_DIGIT = 8
+    C_UPPER = 16
+    C_PIPE = 32
+    C_COMMA = 64
+    C_BOUNDARY = 128
+    N_STATS = 10
+    LUT_SIZE = 0x2100
 
 
 def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
@@ -165,12 +183,36 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
     return j
 
 
+cdef array.array _DOUBLES = array.array("d")
+
+
+cdef bint _contains_lower(const unsigned char *s, Py_ssize_t n, const char *needle, Py_ssize_t m) noexcept:
+    """Whether the ASCII text s, lower-cased, contains the lower-case needle."""
+    cdef Py_ssize_t i, j
+    cdef unsigned char c
+    for i in range(n - m + 1):
+        for j in range(m):
+            c = s[i + j]
+            if 65 <= c <= 90:
+                c += 32
+            if c != <unsigned char>needle[j]:
+                break
+        else:
+            return True
+    return False
+
+
 def normalize(bytes data):
     """The whitespace normalisation of the walk, for tests: UTF-8 in, str out."""
     cdef Py_ssize_t n = len(data)
     cdef bytearray out = bytearray(n)
     cdef Py_ssize_t m = _normalize(<const unsigned char *>data, n, <unsigned char *><char *>out)
     return PyUnicode_DecodeUTF8(<char *>out, m, NULL)
+
+
+def _pack(bytes word):
+    """An ASCII word of up to 8 bytes as one integer (little-endian)."""
+    return int.from_bytes(word, "little")
 
 
 cdef class _Tag:
@@ -193,6 +235,12 @@ cdef class Walker:
     cdef object hints
     cdef dict hints_cache
     cdef list cached  # tag id -> _Tag or None
+    cdef bytes lut  # character class of each code point below LUT_SIZE (pagelevel._LUT)
+    cdef frozenset closers  # code points that end a sentence
+    cdef frozenset stopwords
+    cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
+    cdef Py_ssize_t n_stop_ascii
+    cdef tuple copyright_marks
 
     # One walk's state.
     cdef bint cues
@@ -214,7 +262,8 @@ cdef class Walker:
         free(self.text_buf)
 
     def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
-                 hash64, bad_input, hints, dict hints_cache):
+                 hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
+                 frozenset stopwords, tuple copyright_marks):
         self.block_tags = block_tags
         self.skip_tags = skip_tags
         self.inherit = inherit
@@ -225,6 +274,18 @@ cdef class Walker:
         self.hints = hints
         self.hints_cache = hints_cache
         self.cached = [None] * N_CACHED
+        if len(lut) != LUT_SIZE + 1:
+            raise ValueError("the character class table has the wrong size")
+        self.lut = lut
+        self.closers = closers
+        self.stopwords = stopwords
+        self.copyright_marks = copyright_marks
+        packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
+        if len(packed) > 256:
+            raise ValueError("too many stopwords")
+        self.n_stop_ascii = len(packed)
+        for i, value in enumerate(packed):
+            self.stop_ascii[i] = value
 
     cdef int _reserve(self, Py_ssize_t n) except -1:
         cdef unsigned char *p
@@ -521,5 +582,111 @@ cdef class Walker:
         if not self.cues:
             return blocks
         texts = [" ".join([(<tuple>seg)[1] for seg in <list>segs]) if segs else "" for segs in segments]
+        cdef array.array stats = array.clone(_DOUBLES, n * N_STATS, zero=True)
+        for i in range(n):
+            if segments[i]:
+                self._text_stats(<list>segments[i], <str>texts[i], stats.data.as_doubles + i * N_STATS)
         return (blocks, node_of_block, parent, self.tags, self.depth, self.start, self.chars, self.achars,
-                [len(<list>segs) for segs in segments], self.links, self.flags, texts, self.ends)
+                [len(<list>segs) for segs in segments], self.links, self.flags, texts, self.ends, stats)
+
+    cdef int _text_stats(self, list segs, str text, double *out) except -1:
+        """pagelevel._TextStats for one node's direct text (its segments joined by spaces).
+
+        out: spaces, punctuation, sentence ends, digits, capitals starting a word, pipes,
+        commas, ends with a closer, holds a copyright mark, stopwords.
+        """
+        cdef const unsigned char *lut = <const unsigned char *>self.lut
+        cdef Py_ssize_t k, j, m, nseg = len(segs)
+        cdef int kind
+        cdef void *data
+        cdef Py_UCS4 ch, last = 0
+        cdef unsigned char cls, prev_cls, next_cls
+        cdef double space = nseg - 1, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0
+        for k in range(nseg):
+            seg_text = (<tuple>segs[k])[1]
+            kind = PyUnicode_KIND(seg_text)
+            data = PyUnicode_DATA(seg_text)
+            m = PyUnicode_GET_LENGTH(seg_text)
+            prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
+            for j in range(m):
+                ch = PyUnicode_READ(kind, data, j)
+                cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
+                if cls:
+                    if cls & C_SPACE:
+                        space += 1
+                    if cls & C_PUNCT:
+                        punct += 1
+                    if cls & C_SENT:
+                        if j + 1 == m:
+                            sent += 1
+                        else:
+                            ch = PyUnicode_READ(kind, data, j + 1)
+                            next_cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
+                            if next_cls & C_BOUNDARY:
+                                sent += 1
+                    if cls & C_DIGIT:
+                        digit += 1
+                    if (cls & C_UPPER) and (prev_cls & C_BOUNDARY):
+                        upper += 1
+                    if cls & C_PIPE:
+                        pipe += 1
+                    if cls & C_COMMA:
+                        comma += 1
+                prev_cls = cls
+            if m:
+                last = PyUnicode_READ(kind, data, m - 1)
+        out[0] = space
+        out[1] = punct
+        out[2] = sent
+        out[3] = digit
+        out[4] = upper
+        out[5] = pipe
+        out[6] = comma
+        out[7] = 1.0 if last in self.closers else 0.0
+        if PyUnicode_IS_ASCII(text):
+            self._ascii_words(text, out)
+        else:
+            lowered = text.lower()
+            out[8] = 1.0 if any([mark in lowered for mark in self.copyright_marks]) else 0.0
+            out[9] = sum([1 for word in lowered.split() if word in self.stopwords])
+        return 0
+
+    cdef void _ascii_words(self, str text, double *out) noexcept:
+        """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
+        cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo, hi, mid
+        cdef unsigned long long word
+        cdef unsigned char c
+        cdef double stop = 0
+        cdef bint mark = False
+        cdef bint packable
+        while i < n:
+            while i < n and s[i] == 32:
+                i += 1
+            start = i
+            word = 0
+            packable = True
+            while i < n and s[i] != 32:
+                c = s[i]
+                if 65 <= c <= 90:
+                    c += 32
+                elif c == 0:
+                    packable = False  # a NUL would pack like the end of a shorter word
+                if i - start < 8:
+                    word |= (<unsigned long long>c) << (8 * (i - start))
+                i += 1
+            if packable and 0 < i - start <= 8:
+                lo = 0
+                hi = self.n_stop_ascii
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if self.stop_ascii[mid] < word:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
+                    stop += 1
+        if _contains_lower(s, n, b"copyright", 9) or _contains_lower(s, n, b"all rights reserved", 19):
+            mark = True
+        out[8] = 1.0 if mark else 0.0
+        out[9] = stop

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from selectolax.lexbor import LexborHTMLParser
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,8 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
 
     fast = _MODULE.Walker(
         block_tags, skip_tags, pagelevel._INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
-        pagelevel._hints, pagelevel._HINTS,
+        pagelevel._hints, pagelevel._HINTS, pagelevel._LUT.tobytes(), frozenset(pagelevel.CLOSERS),
+        pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS,
     )
     disagreement = _check(fast, block_tags, skip_tags)
     if disagreement:
@@ -107,10 +110,12 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
     root = tree.root
     if root is None:
         return "the probe page did not parse"
-    if pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)) != pagelevel.walk_python(
-        tree, params
-    ):
+    fast_tree = pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
+    python_tree = pagelevel.walk_python(tree, params)
+    if replace(fast_tree, stats=None) != python_tree:
         return "its page tree differs from the Python walk's on the probe page"
+    if not np.array_equal(pagelevel.features(fast_tree), pagelevel.features(python_tree)):
+        return "its text statistics differ from the Python ones on the probe page"
     if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != segment_tree(tree, params, []):
         return "its blocks differ from the Python walk's on the probe page"
     return ""

@@ -185,6 +185,8 @@ class PageTree:
     flags: F_* bits.
     text: the node's direct text (segments joined by spaces).
     end: one past the node's last descendant (its subtree is nodes [i, end[i])).
+    stats: the compiled walk's text statistics of each node's text (an array of doubles,
+        TEXT_COLUMNS per node), or None: `text_stats` computes them from `text`.
     """
 
     blocks: list[Block]
@@ -200,6 +202,7 @@ class PageTree:
     flags: list[int]
     text: list[str]
     end: list[int]
+    stats: Any = None  # the compiled walk's text statistics (TEXT_COLUMNS per node), else computed here
 
 
 def walk(
@@ -529,22 +532,21 @@ def features(page: PageTree) -> NDArray[np.float64]:
     put(np.log1p(children))
     put((chars > 0).astype(np.float64))
 
-    # Statistics of the direct text, for all nodes at once over the page's text.
-    text = _TextStats(page.text)
+    # Statistics of the direct text (see text_stats).
+    counts = text_stats(page)
     nonempty = chars > 0
     length = np.maximum(chars, 1.0)
-    words = np.where(nonempty, text.count(_SPACE) + 1.0, 0.0)
+    words = np.where(nonempty, counts[:, 0] + 1.0, 0.0)
     nw = np.maximum(words, 1.0)
     stats = np.zeros((n, 8))
-    stats[:, 0] = text.count(_PUNCT_BIT) / length
-    stats[:, 1] = text.count(_SENT_BIT) * 100.0 / (chars + 100.0)
+    stats[:, 0] = counts[:, 1] / length
+    stats[:, 1] = counts[:, 2] * 100.0 / (chars + 100.0)
     stats[:, 2] = np.log1p(words)
     stats[:, 3] = np.where(nonempty, np.minimum(chars / nw, 20.0) / 10.0, 0.0)
-    stats[:, 4] = text.count(_DIGIT) / length
-    stats[:, 5] = text.count(_UPPER) / nw
-    lowered = text.big.lower()
-    stats[:, 6] = text.copyright(lowered)
-    stats[:, 7] = text.count(_PIPE) / nw
+    stats[:, 4] = counts[:, 3] / length
+    stats[:, 5] = counts[:, 4] / nw
+    stats[:, 6] = counts[:, 8]
+    stats[:, 7] = counts[:, 5] / nw
     X[:, col : col + 8] = stats
     col += 8
 
@@ -578,7 +580,7 @@ def features(page: PageTree) -> NDArray[np.float64]:
     plain = chars - achars
     vote = np.where(
         (plain >= 25) & (anchor < 0.5),
-        1.0 + np.minimum(plain / 100.0, 3.0) + 0.5 * np.minimum(text.count(_COMMA), 5),
+        1.0 + np.minimum(plain / 100.0, 3.0) + 0.5 * np.minimum(counts[:, 6], 5),
         0.0,
     )
     gpar = par[par]
@@ -612,18 +614,39 @@ def features(page: PageTree) -> NDArray[np.float64]:
     put(next_a)
     put(plain / max(float(plain.max()), 1.0))
     put(np.where(in_main, np.minimum(depth - depth[top], 10.0) / 10.0, -1.0))
-    ends = text.ends_sentence()
-    stop = text.stopwords(lowered, words) / nw
-    put(ends)
-    put(stop)
+    put(counts[:, 7])
+    put(counts[:, 9] / nw)
     put(1.0)
     assert col == N_FEATURES
     return X
 
 
+# The text statistics of each node: what the walk (compiled) or _TextStats (Python) counts.
+TEXT_COLUMNS = ("spaces", "punct", "sentence_ends", "digits", "capitals", "pipes", "commas", "ends_sentence",
+                "copyright", "stopwords")
+
+
+def text_stats(page: PageTree) -> NDArray[np.float64]:
+    """TEXT_COLUMNS for every node of the page (rows), from its direct text."""
+    n = len(page.parent)
+    if page.stats is not None:
+        return np.frombuffer(page.stats, dtype=np.float64).reshape(n, len(TEXT_COLUMNS))
+    text = _TextStats(page.text)
+    out = np.empty((n, len(TEXT_COLUMNS)))
+    for col, bit in enumerate((_SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA)):
+        out[:, col] = text.count(bit)
+    out[:, 7] = text.ends_sentence()
+    lowered = text.big.lower()
+    out[:, 8] = text.copyright(lowered)
+    words = np.where(np.asarray(page.chars) > 0, out[:, 0] + 1.0, 0.0)
+    out[:, 9] = text.stopwords(lowered, words)
+    return out
+
+
 # Character classes (bits); _BOUNDARY (space or the newline between nodes) is not counted.
 _SPACE, _PUNCT_BIT, _SENT_BIT, _DIGIT, _UPPER, _PIPE, _COMMA, _BOUNDARY = (1 << k for k in range(8))
-_CLOSER_CODES = np.asarray([ord(c) for c in '.!?"”)'], dtype=np.uint32)
+CLOSERS = '.!?"”)'  # a text ending in one of these ends a sentence
+_CLOSER_CODES = np.asarray([ord(c) for c in CLOSERS], dtype=np.uint32)
 _LUT_SIZE = 0x2100  # character classes of the first code points; the others have none
 
 
@@ -693,6 +716,11 @@ class _TextStats:
     def copyright(self, lowered: str) -> NDArray[np.float64]:
         """Nodes with a copyright notice (plain substring search: regexes are slower here)."""
         out = np.zeros(len(self.lens))
+        if len(lowered) != len(self.big):  # lower() changed lengths: positions would not align
+            for i, text in enumerate(self.texts):
+                lowered_text = text.lower()
+                out[i] = any(mark in lowered_text for mark in _COPYRIGHT_MARKS)
+            return out
         hits = []
         for needle in _COPYRIGHT_MARKS:
             at = lowered.find(needle)
