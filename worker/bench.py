@@ -36,6 +36,7 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
+from worker import fastwalk
 from worker.errors import ConfigError
 from worker.evaluate import Corpus, load_corpus
 from worker.model import RawPage
@@ -433,6 +434,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.json:
         doc = {
+            "page_walk": fastwalk.status(),
             "speed": [r.as_dict() for r in rows],
             "state": [s.as_dict() for s in states],
             "rocks": [
@@ -450,7 +452,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
         return 0
 
-    print("Speed, one thread, pages preloaded (shared machine: figures are noisy)")
+    print(f"Speed, one thread, pages preloaded (shared machine: figures are noisy); page walk: {fastwalk.status()}")
     print("detector = process_page over a MemoryStore in stream order; floor = lexbor parse + walk of every text node")
     print(format_speed(rows))
     print()
