@@ -8,6 +8,6 @@ says which walk ran).
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-extensions = [Extension("worker._walk", ["worker/_walk.pyx"], optional=True, extra_compile_args=["-O2"])]
+extensions = [Extension("worker._walk", ["worker/_walk.pyx"], optional=True, extra_compile_args=["-O3"])]
 
 setup(ext_modules=cythonize(extensions, language_level=3, quiet=True))

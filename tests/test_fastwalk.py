@@ -140,3 +140,24 @@ def test_pure_python_is_chosen_by_the_environment() -> None:
     env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "python (DETEMPLATE_PURE_PYTHON is set)"
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(["<", "</", "<div", "</div>", "<DIV>", "<p>", "<br>", "<optgroup>", "<optgroupx>", "<b1>"]),
+            st.sampled_from(["<a", "<A>", "</a>", "<li>", "<section>", "<my-element>", "<<div>", "</ div>", "<1>"]),
+            st.text(alphabet="<>/ divpé😀", max_size=8),
+        ),
+        max_size=80,
+    )
+)
+def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
+    from worker import _walk  # type: ignore[attr-defined]
+    from worker.segment import _NOT_NESTING, nesting_estimate
+
+    html = "".join(parts)
+    assert _walk.count_tags(html) == html.count("<")
+    assert _walk.nesting_estimate(html, _NOT_NESTING) == nesting_estimate(html)

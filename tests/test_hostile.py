@@ -135,3 +135,21 @@ def test_a_page_over_the_byte_limit_is_too_large() -> None:
 def test_huge_attributes_and_nul_bytes_do_not_stop_a_page() -> None:
     html = '<html><body><div class="' + "c" * 1_000_000 + '"><p>kept\x00text</p></div></body></html>'
     assert _decide(html) == ("clean", "")
+
+
+@pytest.mark.parametrize(
+    ("html", "reason"),
+    [
+        ("<html><body><p>" + "x" * 50_000_000, "too_large"),  # 50 MB
+        ("<html><body>" + "<br>" * 2_490_000, "too_many_nodes"),  # 2.5 million siblings in 10 MB
+        ("<html><body>" + "<i>x</i>" * 1_000_000, "too_many_nodes"),
+        ("<html><body>" + "<div>" * 19_000 + "x", "too_deep"),  # deep, with few tags
+    ],
+)
+def test_huge_shapes_are_refused_before_the_parser_builds_a_tree(html: str, reason: str) -> None:
+    # Each of these cost lexbor seconds and hundreds of MB to build before the walk's
+    # limits refused them (docs/measurements.md "Hostile pages").
+    outcome = decide(RawPage("https://h.example/huge", html, "h.example"), HostTable(PARAMS.table), PARAMS)
+    assert outcome.dead is not None
+    assert outcome.dead.reason == reason
+    assert reason == "too_large" or "estimated before parsing" in outcome.dead.detail

@@ -690,3 +690,104 @@ cdef class Walker:
             mark = True
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
+
+
+# -- before parsing: how many tags, how deep they nest ------------------------------------
+
+cdef extern from *:
+    """
+    /* Counting loops the compiler vectorises (-O3 for these only). */
+    #include <stdint.h>
+    #define DT_COUNT(name, type) \
+    __attribute__((optimize("O3"))) static Py_ssize_t name(const type *s, Py_ssize_t n, type c) { \
+        Py_ssize_t count = 0; \
+        for (Py_ssize_t i = 0; i < n; i++) count += s[i] == c; \
+        return count; \
+    }
+    DT_COUNT(dt_count_u8, uint8_t)
+    DT_COUNT(dt_count_u16, uint16_t)
+    DT_COUNT(dt_count_u32, uint32_t)
+    """
+    Py_ssize_t dt_count_u8(const unsigned char *s, Py_ssize_t n, unsigned char c) noexcept nogil
+    Py_ssize_t dt_count_u16(const unsigned short *s, Py_ssize_t n, unsigned short c) noexcept nogil
+    Py_ssize_t dt_count_u32(const unsigned int *s, Py_ssize_t n, unsigned int c) noexcept nogil
+
+
+def count_tags(str html):
+    """html.count("<"), at memory speed (str.count compares one character at a time)."""
+    cdef int kind = PyUnicode_KIND(html)
+    cdef void *data = PyUnicode_DATA(html)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(html)
+    if kind == 1:
+        return dt_count_u8(<const unsigned char *>data, n, 60)
+    if kind == 2:
+        return dt_count_u16(<const unsigned short *>data, n, 60)
+    return dt_count_u32(<const unsigned int *>data, n, 60)
+
+
+cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept nogil:
+    return _ascii_alpha(c) or (48 <= c <= 57)
+
+
+def nesting_estimate(str html, frozenset not_nesting):
+    """worker.segment.nesting_estimate: the deepest nesting the tags open (same result)."""
+    cdef int kind = PyUnicode_KIND(html)
+    cdef void *data = PyUnicode_DATA(html)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(html), i = 0, j, depth = 0, deepest = 0, m, k
+    cdef Py_UCS4 c
+    cdef bint close
+    cdef unsigned long long word
+    cdef unsigned long long packed[64]
+    cdef Py_ssize_t n_packed = 0, lo, hi, mid
+    cdef unsigned char lower
+    values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
+    if len(values) > 64:
+        raise ValueError("too many names")
+    for value in values:
+        packed[n_packed] = value
+        n_packed += 1
+    while i < n:
+        if PyUnicode_READ(kind, data, i) != 60:  # "<"
+            i += 1
+            continue
+        j = i + 1
+        close = j < n and PyUnicode_READ(kind, data, j) == 47  # "/"
+        if close:
+            j += 1
+        if j >= n or not _ascii_alpha(PyUnicode_READ(kind, data, j)):
+            i += 1
+            continue
+        m = j
+        word = 0
+        while m < n:
+            c = PyUnicode_READ(kind, data, m)
+            if not _ascii_alnum(c):
+                break
+            if m - j < 8:
+                lower = <unsigned char>(<unsigned int>c + 32 if 65 <= <unsigned int>c <= 90 else <unsigned int>c)
+                word |= (<unsigned long long>lower) << (8 * (m - j))
+            m += 1
+        i = m
+        if m - j <= 8:
+            lo = 0
+            hi = n_packed
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if packed[mid] < word:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < n_packed and packed[lo] == word:
+                continue
+        if close:
+            if depth:
+                depth -= 1
+        else:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+    return deepest

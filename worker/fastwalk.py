@@ -121,6 +121,11 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
     return ""
 
 
+def module() -> Any:
+    """The initialised extension module (for its scanning functions), or None."""
+    return _MODULE
+
+
 def status() -> str:
     """Which page walk runs, for logs and benchmarks."""
     if _MODULE is None:

@@ -20,6 +20,7 @@ from functools import lru_cache
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
+from worker import fastwalk
 from worker.errors import BadInputError
 from worker.fastwalk import walker
 from worker.model import Block, Segment
@@ -48,20 +49,33 @@ def check_html(html: str, params: SegmentParams) -> None:
         raise BadInputError("not_html", "no markup in the first 4 KB of the page")
     if head.count("\x00") > 16:
         raise BadInputError("not_html", "the page is binary data (NUL bytes), not HTML")
-    if html.count("<") > _SCAN_OVER_TAGS:
-        depth = nesting_estimate(html)
+    tags = _count_tags(html)
+    if tags > _TAGS_PER_NODE * params.max_nodes:
+        raise BadInputError(
+            "too_many_nodes",
+            f"the markup has {tags:,} tags, for at most {params.max_nodes:,} elements (estimated before parsing)",
+        )
+    if tags > _SCAN_OVER_TAGS:
+        depth = _nesting(html)
         if depth > _SCAN_DEPTH_FACTOR * params.max_depth:
             raise BadInputError(
                 "too_deep", f"the markup nests about {depth:,} elements deep (estimated before parsing)"
             )
 
 
-# lexbor's tree builder takes time quadratic in the depth of open elements: 25,000
-# nested <div>s parse in 1 s, 100,000 in 23 s, before the walk's depth limit can say
-# no. A page with more tags than any ordinary page has its nesting estimated first,
-# from the tags alone (C-speed regex, a Python pass only over such rare pages).
-_SCAN_OVER_TAGS = 20_000
+# Limits checked on the markup itself, before lexbor builds a tree that the walk's
+# limits would refuse anyway (measured, docs/measurements.md "Hostile pages"):
+# - lexbor's tree builder takes time quadratic in the depth of open elements: 19,000
+#   nested <div>s parse in over a second, 100,000 in 23 s. A page with more tags than
+#   most pages (the top tenth) has its nesting estimated from the tags alone first;
+#   below that many tags no nesting is deep enough to cost much.
+# - a tree costs lexbor about 150 bytes an element: 10 MB of <br> (2.5 million
+#   elements) took 4.5 s and 400 MB before the walk counted past max_nodes. An element
+#   has at least one "<", an ordinary one two: a page with more than twice max_nodes
+#   of them is refused unparsed.
+_SCAN_OVER_TAGS = 2_000
 _SCAN_DEPTH_FACTOR = 10  # the estimate overshoots on sloppy markup: only reject far past max_depth
+_TAGS_PER_NODE = 2
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
 # Elements that never stay open on the stack: void ones, those the parser closes by
 # itself, and formatting ones (the adoption agency caps how many stay open).
@@ -73,7 +87,11 @@ _NOT_NESTING = frozenset(
 
 
 def nesting_estimate(html: str) -> int:
-    """The deepest nesting of elements the markup opens, counted from its tags alone."""
+    """The deepest nesting of elements the markup opens, counted from its tags alone.
+
+    The reference for worker/_walk.pyx's `nesting_estimate`, which check_html uses when
+    the extension is built (tests/test_fastwalk.py compares them).
+    """
     depth = deepest = 0
     not_nesting = _NOT_NESTING
     for close, name in _TAG_RE.findall(html):
@@ -88,6 +106,21 @@ def nesting_estimate(html: str) -> int:
             if depth > deepest:
                 deepest = depth
     return deepest
+
+
+_COMPILED = fastwalk.module()
+if _COMPILED is not None:
+    _count_tags = _COMPILED.count_tags
+
+    def _nesting(html: str) -> int:
+        return int(_COMPILED.nesting_estimate(html, _NOT_NESTING))
+
+else:
+
+    def _count_tags(html: str) -> int:
+        return html.count("<")
+
+    _nesting = nesting_estimate
 
 
 def parse(html: str, params: SegmentParams) -> LexborHTMLParser:
