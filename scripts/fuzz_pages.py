@@ -81,7 +81,10 @@ def one(data: bytes) -> None:
     elif how == 1:
         charset = CHARSETS[rest[0] % len(CHARSETS)] if rest else None
         text = decode_html(rest[1:], charset)
-        page = DeadPage("u", "h", "undecodable", "", "fuzz") if text is None else RawPage("https://h.example/", text, "h")
+        if text is None:
+            page = DeadPage("u", "h", "undecodable", "", "fuzz")
+        else:
+            page = RawPage("https://h.example/", text, "h")
     else:
         page = RawPage("https://h.example/p", "<html><body>" + rest.decode("utf-8", "replace"), "h.example")
     if isinstance(page, DeadPage):
