@@ -286,3 +286,40 @@ def test_redesign_fires_template_changed_after_it() -> None:
     assert 30 <= first < 45
     assert details["added"] > 0
     assert all(i < 30 for i, t, _ in events if t == "template.learned")
+
+
+# -- pagelet keys share the table's key space ---------------------------------------------
+
+
+def _pagelet_key(n: int) -> int:
+    from worker.table import PAGELET_TAG, PAGELET_TAG_BITS
+
+    return (n << PAGELET_TAG_BITS) | PAGELET_TAG
+
+
+def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
+    from worker.table import is_pagelet_key
+
+    params = TableParams(template_df=3, tb=2, n=2.0)
+    table = HostTable(params)
+    segs = [11, 12, 13]
+    pls = [_pagelet_key(1), _pagelet_key(2)]
+    assert all(is_pagelet_key(k) for k in pls) and not any(is_pagelet_key(k) for k in segs)
+    brute = BruteForceTable(params)
+    for _ in range(3):
+        assert table.observe(segs + pls) == brute.observe(segs + pls)
+    # Same DF as segments, but only the segments count as template ones.
+    assert table.df(pls[0]) == table.df(segs[0]) == 3
+    assert table.template_count == 3 and table.added_since_event == 3
+    event = table.take_event(EventParams(min_template_segments=3))
+    assert event is not None and event[0] == "template.learned"
+    assert event[1]["template_segments"] == 3 and event[1]["table_segments"] == 3
+    assert table.pagelet_keys() == 2 and len(table) == 5
+    # Both kinds expire alike; an expiring template pagelet key removes no template segment.
+    for _ in range(60):
+        table.observe(segs)
+        brute.observe(segs)
+    assert table.state() == {k: v for k, v in brute.entries.items()}
+    assert table.pagelet_keys() == 0 and table.template_count == 3 and table.removed_since_event == 0
+    restored = HostTable.from_bytes(table.to_bytes(), params)
+    assert restored.state() == table.state() and restored.template_count == 3

@@ -6,6 +6,12 @@ The host's own page counter is the clock. A page goes through: expansion (DF + 1
 every distinct segment on it), detection (by the caller, from the returned DFs) and
 shrinkage (segments not seen for t(df) pages are dropped, t logistic in df).
 
+The table also holds the host's pagelet keys (worker.detect.pagelets), in the same key
+space: they are 64-bit values whose low PAGELET_TAG_BITS bits are PAGELET_TAG, so they
+share the DF, the expiry, the serialisation and the stream's per-page deltas, while
+`template_count` and the template events count segment keys only. (A segment key ends
+in the tag with odds of 2^-20; such a key would be left out of those counts.)
+
 Expiry costs O(expired) per page, never a scan of the table: a timing wheel maps a
 page number to the keys that may expire there. Each key is in the wheel exactly once,
 at a page no later than its true expiry (seeing a key again only moves its expiry
@@ -33,6 +39,15 @@ _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
 
+# Pagelet keys: the low 20 bits are this tag (segment keys are plain XXH3 values).
+PAGELET_TAG_BITS = 20
+PAGELET_TAG_MASK = (1 << PAGELET_TAG_BITS) - 1
+PAGELET_TAG = 0x9E1A5
+
+
+def is_pagelet_key(key: int) -> bool:
+    return key & PAGELET_TAG_MASK == PAGELET_TAG
+
 
 class HostTable:
     """One host's segment table. Not thread-safe; one owner at a time."""
@@ -55,7 +70,7 @@ class HostTable:
         self.params = params
         self.pages = 0  # pages observed so far; the current page's number after observe()
         self.source_offset = -1  # last input offset applied (set by the stream shell)
-        self.template_count = 0  # entries with df >= template_df
+        self.template_count = 0  # segment entries (not pagelet keys) with df >= template_df
         self.learned_page = 0  # page of the template.learned event; 0 before it
         self.size_at_event = 0  # template_count at the last event
         self.added_since_event = 0  # entries that became template since the last event
@@ -103,7 +118,7 @@ class HostTable:
             else:
                 df = (packed >> _DF_SHIFT) + 1
             entries[key] = (df << _DF_SHIFT) | page
-            if df == threshold:
+            if df == threshold and key & PAGELET_TAG_MASK != PAGELET_TAG:
                 self.template_count += 1
                 self.added_since_event += 1
             append(df)
@@ -117,7 +132,7 @@ class HostTable:
                 expires = (packed & _LAST_MASK) + (life[df] if df < _LIFE_TABLE_SIZE else last_life) + 1
                 if expires <= page:
                     del entries[key]
-                    if df >= threshold:
+                    if df >= threshold and key & PAGELET_TAG_MASK != PAGELET_TAG:
                         self.template_count -= 1
                         self.removed_since_event += 1
                 else:
@@ -153,7 +168,7 @@ class HostTable:
             "added": self.added_since_event,
             "removed": self.removed_since_event,
             "previous_template_segments": self.size_at_event,
-            "table_segments": len(self._entries),
+            "table_segments": len(self._entries) - self.pagelet_keys(),
         }
         self.size_at_event = self.template_count
         self.added_since_event = 0
@@ -220,6 +235,12 @@ class HostTable:
     def state(self) -> dict[int, tuple[int, int]]:
         """key -> (df, last_seen): the table's content, for tests and inspection."""
         return {k: (v >> _DF_SHIFT, v & _LAST_MASK) for k, v in self._entries.items()}
+
+    def pagelet_keys(self) -> int:
+        """How many of the entries are pagelet keys (a scan: for events and reports, not per page)."""
+        mask = PAGELET_TAG_MASK
+        tag = PAGELET_TAG
+        return sum(1 for key in self._entries if key & mask == tag)
 
     def nbytes(self) -> int:
         """Size of the serialised table."""
