@@ -253,3 +253,14 @@ def test_walk_and_decide_agree_with_table_keys() -> None:
         b = decide(sp.page, off, off_params)
         assert a.applied == b.applied
     assert on.to_bytes() == off.to_bytes()
+
+
+def test_the_class_hint_cache_keeps_no_long_attributes() -> None:
+    from worker.detect.pagelevel import _HINTS, _HINTS_MAX_CHARS, _hints
+
+    long_pair = ("nav " + "x" * 10_000, "")
+    assert _hints(long_pair) & 1  # still judged: a template word
+    assert long_pair not in _HINTS
+    short_pair = ("site-footer", "f")
+    _hints(short_pair)
+    assert short_pair in _HINTS and len("site-footer f") <= _HINTS_MAX_CHARS

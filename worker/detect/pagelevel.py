@@ -148,6 +148,9 @@ _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
 
 _HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
 _HINTS_MAX = 1 << 17
+# Only short pairs are cached, so the cache is bounded in bytes too (about 40 MB at most):
+# a hostile page's megabyte-long class attributes would otherwise stay in it.
+_HINTS_MAX_CHARS = 256
 
 
 def _hints(pair: tuple[str, str]) -> int:
@@ -156,9 +159,10 @@ def _hints(pair: tuple[str, str]) -> int:
     flags = F_THINT if _TEMPLATE_RE.search(text) else 0
     if _CONTENT_RE.search(text):
         flags |= F_CHINT
-    if len(_HINTS) >= _HINTS_MAX:
-        _HINTS.clear()
-    _HINTS[pair] = flags
+    if len(text) <= _HINTS_MAX_CHARS:
+        if len(_HINTS) >= _HINTS_MAX:
+            _HINTS.clear()
+        _HINTS[pair] = flags
     return flags
 
 
