@@ -83,7 +83,8 @@ def test_a_small_soak_through_a_real_worker(tmp_path: Path, capsys: pytest.Captu
     last = rows[-1]
     assert float(last["compacted_mb"]) <= float(last["changelog_appended_mb"])
     assert int(last["compacted_records"]) <= 20 * (2 * 4 + 2)  # 2K + 2 keys a host at most
-    assert int(last["segments_live"]) > 0
+    # The worker's /metrics answered (-1 when not); its gauges move on a 1 s timer, so no value is expected.
+    assert int(last["segments_live"]) >= 0
     figures = json.loads((out / "soak.json").read_text())
     assert figures["clean_pages"] == 300 and set(figures["curves"]) >= {"worker_rss_mb", "compacted_mb"}
     if (out / "soak.png").exists():  # matplotlib is optional (the report extra)
