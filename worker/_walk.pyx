@@ -25,6 +25,11 @@ from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
 
 
+# worker.fastwalk uses this module only if it was built from the source it expects:
+# bump on every change of this file's Python interface.
+ABI = 3
+
+
 cdef extern from "dlfcn.h" nogil:
     void *dlopen(const char *filename, int flags)
     void *dlsym(void *handle, const char *symbol)

@@ -29,6 +29,8 @@ from selectolax.lexbor import LexborHTMLParser
 
 logger = logging.getLogger(__name__)
 
+ABI = 3  # worker/_walk.pyx's ABI this module is written for
+
 _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 
 # Every branch of the walk: layout and inline elements, leaves, skipped subtrees,
@@ -58,6 +60,8 @@ def _load() -> tuple[Any, str]:
         from worker import _walk  # type: ignore[attr-defined]  # the optional extension
     except ImportError as exc:
         return None, f"the extension is not built ({exc})"
+    if getattr(_walk, "ABI", None) != ABI:
+        return None, f"the extension is a stale build (ABI {getattr(_walk, 'ABI', None)}, not {ABI}): run make setup"
     import selectolax.lexbor
 
     probe = LexborHTMLParser(f"<p>{_PROBE_TEXT}</p>")
@@ -86,12 +90,15 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
     from worker.errors import BadInputError
     from worker.model import Block, Segment
 
-    fast = _MODULE.Walker(
-        block_tags, skip_tags, pagelevel._INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
-        pagelevel._hints, pagelevel._HINTS, pagelevel._LUT.tobytes(), frozenset(pagelevel.CLOSERS),
-        pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS,
-    )
-    disagreement = _check(fast, block_tags, skip_tags)
+    try:
+        fast = _MODULE.Walker(
+            block_tags, skip_tags, pagelevel._INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
+            pagelevel._hints, pagelevel._HINTS, pagelevel._LUT.tobytes(), frozenset(pagelevel.CLOSERS),
+            pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS,
+        )
+        disagreement = _check(fast, block_tags, skip_tags)
+    except Exception as exc:  # a build that does not fit this source: the Python walk runs
+        disagreement = f"it failed on the probe page: {exc!r}"
     if disagreement:
         _REASON = disagreement
         logger.warning("the compiled page walk is not used: %s", disagreement)
