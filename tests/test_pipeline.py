@@ -249,3 +249,101 @@ def test_early_threshold_is_every_page_so_far() -> None:
     assert _blocks_by_text(page("everywhere", "only two")) == {"everywhere": TEMPLATE, "only two": CONTENT}
     # Page 3: threshold 3. "one and three" has df 2 now: not template yet.
     assert _blocks_by_text(page("everywhere", "one and three")) == {"everywhere": TEMPLATE, "one and three": CONTENT}
+
+
+# -- pagelets in the host's table --------------------------------------------------------------
+
+# No pagelet keys; pagelet keys for the events only; the signal in the verdicts too (the default).
+PLAIN = dataclasses.replace(PARAMS, pagelets=dataclasses.replace(PARAMS.pagelets, enabled=False, events=False))
+EVENTS = dataclasses.replace(PARAMS, pagelets=dataclasses.replace(PARAMS.pagelets, enabled=False, events=True))
+SIGNAL = dataclasses.replace(PARAMS, pagelets=dataclasses.replace(PARAMS.pagelets, enabled=True, events=True))
+
+
+def test_pagelet_events_list_the_template_pagelets_of_the_page() -> None:
+    from worker.codec import event_dict
+
+    site = make_site("pl.example", 40, seed=5, redesign=25)
+    table, outcomes = run(site, EVENTS)
+    assert table.pagelet_keys() > 0
+    events = [(i, e) for i, out in enumerate(outcomes) for e in out.events]
+    assert [e.type for _, e in events] == ["template.learned", "template.changed"]
+    for i, e in events:
+        out = outcomes[i]
+        assert out.clean is not None and e.pagelets is not None
+        report = e.pagelets
+        assert 0 < report.template_pagelets <= report.page_pagelets and report.listed
+        details = event_dict(e)["details"]
+        assert details["template_pagelets"] == report.template_pagelets
+        for p, d in zip(report.listed, details["pagelets"], strict=True):
+            assert d["shingle"] == f"{p.shingle:016x}" and table.df(p.shingle) >= 0
+            assert p.df >= 2 and p.links >= PARAMS.pagelets.min_links
+            blocks = out.clean.blocks[p.first_block : p.end_block]
+            assert blocks and p.text.startswith(blocks[0].text[:20])
+            assert d["blocks"] == list(range(p.first_block, p.end_block)) and len(d["text"]) <= 80
+        texts = " ".join(p.text for p in report.listed)
+        assert "privacy" in texts.lower(), texts  # the footer's link list is a template pagelet
+        assert not any(g in texts for g in site[i].gold_blocks if len(g) > 30)  # no article text
+
+
+def test_pagelet_keys_do_not_change_verdicts_or_template_counts() -> None:
+    """Tracking pagelets (for events) leaves the clean pages and the segment counts of the
+    events as they are without them: only the pagelet lists are added."""
+    site = make_site("same.example", 40, seed=3, layout="news", redesign=25)
+    plain_table, plain = run(site, PLAIN)
+    tracked_table, tracked = run(site, EVENTS)
+    assert len(tracked_table) > len(plain_table) and tracked_table.template_count == plain_table.template_count
+    for a, b in zip(plain, tracked, strict=True):
+        assert a.clean == b.clean
+        assert [(e.type, e.details) for e in a.events] == [(e.type, e.details) for e in b.events]
+        assert all(e.pagelets is None for e in a.events) and all(e.pagelets is not None for e in b.events)
+        assert set(a.applied) < set(b.applied) or not b.events  # the pagelet keys come on top
+
+
+def test_replaying_applied_keys_with_pagelets_rebuilds_the_table() -> None:
+    from worker.table import is_pagelet_key
+
+    pages = make_site("replay-pl.example", 40, seed=9, redesign=25)
+    table, outcomes = run(pages, SIGNAL)
+    rebuilt = HostTable(PARAMS.table)
+    for out in outcomes:
+        keys = list(out.applied)
+        n = sum(1 for k in keys if not is_pagelet_key(k))
+        # Segment keys sorted, then pagelet keys sorted, each distinct.
+        assert keys[:n] == sorted(set(keys[:n])) and keys[n:] == sorted(set(keys[n:]))
+        assert all(is_pagelet_key(k) for k in keys[n:])
+        rebuilt.observe(keys)
+        rebuilt.take_event(PARAMS.events)
+    assert rebuilt.to_bytes() == table.to_bytes()
+
+
+def test_pagelet_signal_turns_blocks_only_with_enabled() -> None:
+    site = make_site("turn.example", 30, seed=11, layout="docs")
+    _, tracked = run(site, EVENTS)
+    _, signal = run(site, SIGNAL)
+    methods = {b.method for out in tracked for b in out.clean.blocks}  # type: ignore[union-attr]
+    assert "pagelet" not in methods
+    for a, b in zip(tracked, signal, strict=True):
+        assert a.applied == b.applied  # the same keys in the table either way
+        assert a.clean is not None and b.clean is not None
+        for x, y in zip(a.clean.blocks, b.clean.blocks, strict=True):
+            if y.method == "pagelet":
+                assert y.verdict == TEMPLATE and x.ratio == y.ratio <= PARAMS.table.template_ratio
+
+
+def test_pagelet_outcomes_are_identical_across_stores(tmp_path: Path) -> None:
+    pages = [
+        sp.page
+        for sp in interleave(
+            make_site("a.example", 30, seed=1, layout="blog", redesign=18),
+            make_site("b.example", 25, seed=2, layout="docs"),
+        )
+    ]
+    memory = MemoryStore()
+    rocks = RocksStore(tmp_path / "state", PARAMS.table, cache_hosts=1)
+    try:
+        for page in pages:
+            mine = process_page(page, memory, SIGNAL)
+            theirs = process_page(page, rocks, SIGNAL)
+            assert _outcome_bytes(mine) == _outcome_bytes(theirs)
+    finally:
+        rocks.close()

@@ -252,3 +252,21 @@ def test_raw_page_schema_and_decoder_agree_on_any_record(fields_: dict[str, Any]
     if errors("raw-page", ignored) == []:
         return  # only what the decoder ignores is wrong
     assert reason == "bad_record", (record, reason)
+
+
+def test_template_events_with_pagelets_validate(tmp_path: Path) -> None:
+    site = make_site("p.example", 40, seed=1, layout="blog", redesign=30)
+    lines = [page_line(sp.page) for sp in site]
+    recs, evs = run_cli(tmp_path, lines, "--param", "pagelets.events=true", "--param", "pagelets.enabled=true")
+    assert all(errors("clean-page", r) == [] for r in recs)
+    assert "pagelet" in {b["method"] for r in recs for b in r["blocks"]}
+    assert {e["type"] for e in evs} == {"template.learned", "template.changed"}
+    for e in evs:
+        assert errors("template-event", e) == [], e
+        assert e["details"]["pagelets"] and e["details"]["template_pagelets"] >= len(e["details"]["pagelets"])
+    details = evs[0]["details"]
+    one = details["pagelets"][0]
+    assert errors("template-event", {**evs[0], "details": {**details, "pagelets": [{**one, "shingle": "xyz"}]}})
+    assert errors("template-event", {**evs[0], "details": {**details, "pagelets": [{**one, "extra": 1}]}})
+    without_counts = {k: v for k, v in details.items() if k != "page_pagelets"}
+    assert errors("template-event", {**evs[0], "details": without_counts})  # the pagelet fields come together

@@ -57,14 +57,35 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
     return out
 
 
+PAGELET_TEXT_CHARS = 80  # a template pagelet's text in an event, as a block's in a clean page
+
+
 def event_dict(event: TemplateEvent) -> dict[str, Any]:
+    details = event.details
+    report = event.pagelets
+    if report is not None:
+        details = dict(details)
+        details["page_pagelets"] = report.page_pagelets
+        details["template_pagelets"] = report.template_pagelets
+        details["pagelets"] = [
+            {
+                "shingle": f"{p.shingle:016x}",
+                "df": p.df,
+                "links": p.links,
+                "order": p.order,
+                "blocks": list(range(p.first_block, p.end_block)),
+                "path": p.path,
+                "text": p.text[:PAGELET_TEXT_CHARS],
+            }
+            for p in report.listed
+        ]
     return {
         "v": SCHEMA_VERSION,
         "type": event.type,
         "host": event.host,
         "page_no": event.page_no,
         "url": event.url,
-        "details": event.details,
+        "details": details,
     }
 
 

@@ -19,6 +19,7 @@ TEMPLATE = "template"
 METHOD_TABLE = "table"  # the host's segment table had learned enough to judge it
 METHOD_COLD = "cold"  # the host had shown too few pages: nothing could be learned yet
 METHOD_PAGELEVEL = "pagelevel"  # the page-level model judged it from the page alone
+METHOD_PAGELET = "pagelet"  # it lies in a template pagelet (pagelets.enabled), which the table alone kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,28 @@ class CleanPage:
         return sum(b.chars for b in self.blocks if b.verdict == TEMPLATE)
 
 
+class TemplatePagelet(NamedTuple):
+    """One template pagelet of the page that caused a template event (pagelets.events)."""
+
+    shingle: int  # the pagelet's first min-hash key in the host's table (its shingle)
+    df: int  # the pagelet's DF (the quorum-th highest DF of its min-hash keys)
+    links: int  # links in it
+    order: int  # its position among the page's pagelets, in document order
+    first_block: int  # its blocks are the clean page's blocks[first_block:end_block]
+    end_block: int
+    path: str  # DOM path of its element
+    text: str  # its text (block texts joined by spaces)
+
+
+@dataclass(frozen=True, slots=True)
+class PageletReport:
+    """What a template event says about the pagelets of its page."""
+
+    page_pagelets: int  # pagelets of the page (with text)
+    template_pagelets: int  # of those, template pagelets
+    listed: tuple[TemplatePagelet, ...]  # the first pagelets.max_listed template ones, in page order
+
+
 @dataclass(frozen=True, slots=True)
 class TemplateEvent:
     """Something the detector learned about a host's template.
@@ -101,6 +124,8 @@ class TemplateEvent:
     type: ``template.learned`` (the host's template first became known) or
           ``template.changed`` (a marked change, such as a redesign).
     details: counts that say what changed.
+    pagelets: with ``pagelets.events``, the template pagelets of the page (written into
+          the details, see docs/fields.md); None otherwise.
     """
 
     type: str
@@ -108,6 +133,7 @@ class TemplateEvent:
     page_no: int
     url: str
     details: dict[str, Any] = field(default_factory=dict)
+    pagelets: PageletReport | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,10 +151,11 @@ class DeadPage:
 class Outcome:
     """Everything one page produced: a clean page or a dead letter, plus events.
 
-    applied: the sorted distinct segment keys the page added to its host's table
-             (empty for dead pages). Replaying them with `HostTable.observe` in page
-             order rebuilds the table exactly: the stream worker logs them as the
-             per-page state delta.
+    applied: the keys the page added to its host's table (empty for dead pages): its
+             distinct segment keys, sorted, then (when pagelets are tracked) its distinct
+             pagelet keys, sorted. Replaying them with `HostTable.observe` in page order
+             rebuilds the table exactly: the stream worker logs them as the per-page
+             state delta.
     """
 
     clean: CleanPage | None

@@ -187,6 +187,58 @@ class PageLevelParams:
 
 
 @dataclass(frozen=True, slots=True)
+class PageletParams:
+    """Pagelets (Bar-Yossef and Rajagopalan, WWW 2002) in the host's table: see docs/pagelets.md.
+
+    A page's layout elements (the block tree of the page-level walk) are cut into
+    pagelets by the paper's Definition 2: an element is a pagelet when none of its child
+    elements holds k or more links and no ancestor is one; the text directly in an
+    element that is cut further is a pagelet of its own. Each pagelet with at least
+    `min_links` links is fingerprinted by `sketch_size` min-hash values of its set of
+    segment keys; each value is a key in the host's table (tagged, so it never counts as a
+    segment), with the segments' DF and logistic expiry. A pagelet's DF is the
+    `quorum`-th highest DF of its values; it is a template pagelet when that reaches the
+    segment threshold (template_df, or the early threshold on a young host).
+
+    enabled: a block inside a template pagelet is template (method ``pagelet``) even when
+        the table alone keeps it (a menu with one new item).
+    events: template events list the template pagelets of the page that caused them.
+    Either one makes every page's pagelet keys go into the host's table.
+    k: links in a child element that cut an element further (paper: 3).
+    sketch_size: min-hash values per pagelet, 1 to 8 (1: the paper's one shingle).
+    quorum: values at the threshold that make a template pagelet, 1 to sketch_size.
+    min_links: only pagelets with at least this many links are fingerprinted.
+    max_listed: template pagelets listed in an event at most (the first, in page order).
+    """
+
+    enabled: bool = True
+    events: bool = True
+    k: int = 3
+    w: int = 1
+    sketch_size: int = 2
+    quorum: int = 1
+    template_df: int = 0
+    min_links: int = 3
+    min_anchor_share: float = 0.5
+    max_listed: int = 32
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.w < 1 or self.min_links < 0 or self.max_listed < 0:
+            raise ConfigError("k must be at least 1, min_links and max_listed at least 0")
+        if not 1 <= self.sketch_size <= 8:
+            raise ConfigError("sketch_size must be in 1..8")
+        if not 1 <= self.quorum <= self.sketch_size:
+            raise ConfigError("quorum must be in 1..sketch_size")
+        if self.template_df < 0 or not 0.0 <= self.min_anchor_share <= 1.0:
+            raise ConfigError("template_df must be at least 0 and min_anchor_share in [0, 1]")
+
+    @property
+    def tracked(self) -> bool:
+        """Whether pages put their pagelet keys in the host's table."""
+        return self.enabled or self.events
+
+
+@dataclass(frozen=True, slots=True)
 class EngineParams:
     """All algorithm knobs of one detector."""
 
@@ -194,6 +246,7 @@ class EngineParams:
     table: TableParams = field(default_factory=TableParams)
     events: EventParams = field(default_factory=EventParams)
     pagelevel: PageLevelParams = field(default_factory=PageLevelParams)
+    pagelets: PageletParams = field(default_factory=PageletParams)
 
 
 def add_param_argument(parser: argparse.ArgumentParser, help_text: str) -> None:

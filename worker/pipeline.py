@@ -10,11 +10,12 @@ from __future__ import annotations
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from worker.detect import pagelevel
-from worker.detect.pagelets import absolute_links, base_url
+from worker.detect.pagelets import PageletSketch, absolute_links, base_url, page_sketches, pagelet_df, pagelet_path
 from worker.errors import BadInputError
 from worker.model import (
     CONTENT,
     METHOD_COLD,
+    METHOD_PAGELET,
     METHOD_PAGELEVEL,
     METHOD_TABLE,
     TEMPLATE,
@@ -23,8 +24,10 @@ from worker.model import (
     CleanPage,
     DeadPage,
     Outcome,
+    PageletReport,
     RawPage,
     TemplateEvent,
+    TemplatePagelet,
 )
 from worker.params import EngineParams
 from worker.segment import parse, segment_tree
@@ -38,23 +41,53 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     A page that is not usable input returns a dead Outcome and leaves the table as it was.
     """
     plp = params.pagelevel
+    pgp = params.pagelets
+    track = pgp.enabled or pgp.events  # the page's pagelet keys go into the table
     # The page-level model runs on a host's first pages (all of them when max_host_pages
-    # is 0); its walk cuts the same blocks as segment_tree and collects its cues.
+    # is 0); its walk cuts the same blocks as segment_tree and collects its cues, and the
+    # block tree that pagelets are cut from.
     use_model = plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
     scores = None
     texts: list[str] | None = None  # each block's text, when the walk has made them
+    ptree: pagelevel.PageTree | None = None
     try:
         tree = parse(page.html, params.segment)
         text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
-        if use_model:
-            blocks, texts, scores = pagelevel.score_page(tree, params.segment, plp, text_nodes)
+        if use_model or track:
+            # pagelevel.score_page, with the block tree kept for the pagelets.
+            ptree = pagelevel.walk(tree, params.segment, text_nodes)
+            blocks = ptree.blocks
+            ptext = ptree.text
+            texts = [ptext[i] for i in ptree.node_of_block]
+            if use_model:
+                scores = pagelevel.block_scores(
+                    ptree,
+                    pagelevel.load_model(plp.model),
+                    plp.smoothing,
+                    plp.weighting,
+                    plp.max_values,
+                    plp.max_smooth_nodes,
+                )
         else:
             blocks = segment_tree(tree, params.segment, text_nodes)
     except BadInputError as exc:
         return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
 
-    keys = sorted({seg[0] for block in blocks for seg in block[1]})
-    dfs = table.observe(keys)
+    seg_keys = {seg[0] for block in blocks for seg in block[1]}
+    keys = sorted(seg_keys)
+    sketches: list[PageletSketch] = []
+    page_pagelets = 0
+    if ptree is not None and track:
+        page_pagelets, sketches = page_sketches(ptree, pgp)
+        pl_keys = sorted({key for p in sketches for key in p.keys} - seg_keys)
+        applied = keys + pl_keys
+        all_dfs = table.observe(applied)
+        n = len(keys)
+        dfs = all_dfs[:n]
+        pl_df = dict(zip(pl_keys, all_dfs[n:], strict=True))
+    else:
+        applied = keys
+        dfs = table.observe(keys)
     tparams = params.table
     pages = table.pages
     threshold = tparams.template_df
@@ -86,11 +119,37 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         for (path, segs, _, _), text in zip(blocks, texts, strict=True):
             chars = sum([seg[2] for seg in segs])
             rows.append((path, text, chars, 0, 0.0))
+    # Template pagelets: a pagelet's DF (the quorum-th highest DF of its min-hash keys)
+    # reached the threshold. With pagelets.enabled, their blocks are template.
+    template_pagelets: list[tuple[PageletSketch, int]] = []
+    in_template_pagelet: bytearray | None = None
+    if sketches and method == METHOD_TABLE:
+        quorum = pgp.quorum
+        pl_threshold = threshold
+        if pgp.template_df:
+            pl_threshold = pgp.template_df
+            if tparams.early_df and pages < pl_threshold:
+                pl_threshold = max(tparams.early_df, pages)
+        for p in sketches:
+            pdf = pagelet_df([pl_df.get(key, 0) for key in p.keys], quorum)
+            if pdf >= pl_threshold:
+                template_pagelets.append((p, pdf))
+        if template_pagelets and pgp.enabled:
+            in_template_pagelet = bytearray(len(blocks))
+            for p, _ in template_pagelets:
+                in_template_pagelet[p.first : p.end] = b"\x01" * (p.end - p.first)
+
     # The page-level model decides where the table cannot (see worker.detect.pagelevel.overrule).
+    # Blocks of template pagelets are template already: the model does not judge them.
     model_says = None
     if scores is not None:
         early = pages < tparams.template_df
-        model_says = pagelevel.overrule(scores, rows, method == METHOD_COLD, max_ratio, plp, early)
+        judged_rows = rows
+        if in_template_pagelet is not None:
+            judged_rows = [
+                (r[0], r[1], r[2], r[2], 1.0) if flag else r for r, flag in zip(rows, in_template_pagelet, strict=True)
+            ]
+        model_says = pagelevel.overrule(scores, judged_rows, method == METHOD_COLD, max_ratio, plp, early)
 
     verdicts = []
     kept = []
@@ -98,7 +157,10 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     for i, (path, text, chars, tchars, ratio) in enumerate(rows):
         by = method
         is_template = ratio > max_ratio
-        if model_says is not None:
+        if not is_template and in_template_pagelet is not None and in_template_pagelet[i]:
+            is_template = True
+            by = METHOD_PAGELET
+        elif model_says is not None:
             said = model_says[i]
             if said is not None:
                 is_template = said
@@ -118,8 +180,28 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     events: tuple[TemplateEvent, ...] = ()
     event = table.take_event(params.events)
     if event is not None:
-        events = (TemplateEvent(event[0], page.host, table.pages, page.url, event[1]),)
-    return Outcome(clean, None, events, tuple(keys))
+        report = None
+        if pgp.events and ptree is not None:
+            report = pagelet_report(ptree, texts, page_pagelets, template_pagelets, pgp.max_listed)
+        events = (TemplateEvent(event[0], page.host, table.pages, page.url, event[1], report),)
+    return Outcome(clean, None, events, tuple(applied))
+
+
+def pagelet_report(
+    ptree: pagelevel.PageTree,
+    texts: list[str],
+    page_pagelets: int,
+    template_pagelets: list[tuple[PageletSketch, int]],
+    max_listed: int,
+) -> PageletReport:
+    """What a template event says about the page's pagelets: how many it has, how many are
+    template, and the first `max_listed` template ones."""
+    listed = []
+    for p, pdf in template_pagelets[:max_listed]:
+        text = " ".join(texts[p.first : p.end])
+        path = pagelet_path(ptree, p)
+        listed.append(TemplatePagelet(p.keys[0], pdf, p.links, p.order, p.first, p.end, path, text))
+    return PageletReport(page_pagelets, len(template_pagelets), tuple(listed))
 
 
 def process_page(page: RawPage, store: SegmentStore, params: EngineParams, with_html: bool = False) -> Outcome:

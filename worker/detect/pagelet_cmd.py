@@ -9,6 +9,8 @@ its text and the links in it. JSONL with --json, a table otherwise.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import io
 import json
 import resource
 import sys
@@ -19,19 +21,11 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
-from worker.detect.pagelets import (
-    PageletConfig,
-    PageletSignal,
-    SignalConfig,
-    absolute_links,
-    base_url,
-    detect,
-    read_pages,
-)
+from worker.detect.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
 from worker.errors import ConfigError, DetemplateError
 from worker.evaluate import TextScores
 from worker.model import RawPage
-from worker.params import EngineParams, SegmentParams
+from worker.params import EngineParams, SegmentParams, add_param_argument, with_overrides
 from worker.sources import iter_inputs
 
 
@@ -80,7 +74,9 @@ def _container_links(page: RawPage, selector: str) -> tuple[set[str], set[str]] 
     return inside, every - inside
 
 
-def link_shares(pages: Iterator[RawPage], content_selector: str = "") -> dict[str, LinkShare]:
+def link_shares(
+    pages: Iterator[RawPage], content_selector: str = "", params: EngineParams | None = None
+) -> dict[str, LinkShare]:
     """Run the stream pipeline over pages in order and count each host's content and template links.
 
     With `content_selector` (a generated site's known content container), also count how
@@ -89,7 +85,7 @@ def link_shares(pages: Iterator[RawPage], content_selector: str = "") -> dict[st
     from worker.pipeline import process_page
     from worker.state.memory import MemoryStore
 
-    params = EngineParams()
+    params = params or EngineParams()
     store = MemoryStore()
     out: dict[str, LinkShare] = {}
     for page in pages:
@@ -119,7 +115,7 @@ def cmd_link_share(args: argparse.Namespace) -> int:
         meta = Path(item).parent / "meta.json" if Path(item).is_file() else Path(item) / "meta.json"
         if meta.is_file():
             selector = json.loads(meta.read_text()).get("content_selector", "")
-    shares = link_shares(_raw_pages(args.inputs, [0]), selector)
+    shares = link_shares(_raw_pages(args.inputs, [0]), selector, with_overrides(EngineParams(), args.param))
     seconds = time.perf_counter() - start
     rows = [s.as_dict(host) for host, s in sorted(shares.items())]
     if args.json:
@@ -185,82 +181,85 @@ def cmd_templates(args: argparse.Namespace) -> int:
     return 0
 
 
-def signal_eval(corpus_dir: str, config: SignalConfig) -> tuple[str, TextScores, TextScores, int]:
-    """One corpus through decide(), scored without and with the pagelet signal.
+@dataclass
+class SignalRun:
+    """One corpus scored without and with the pagelet signal."""
 
-    With the signal, a block the pipeline kept becomes template when its share of text in
-    segments that are template by the table or lie in a template pagelet is over
-    `table.template_ratio`; blocks the pipeline dropped stay dropped. Returns the corpus
-    name, both scores and the number of blocks the signal turned to template.
-    """
-    from worker.evaluate import load_corpus, score_texts
-    from worker.model import TEMPLATE
-    from worker.pipeline import decide
-    from worker.segment import parse, segment_tree
-    from worker.table import HostTable
+    name: str
+    without: TextScores
+    with_: TextScores
+    turned: int  # blocks kept without the signal and template with it
+    pagelet: int  # blocks decided by the signal (method pagelet)
+    seconds_without: float
+    seconds_with: float
+    multi_page: bool  # a multi-page corpus (as `detemplate eval` counts them in its macro)
+
+
+def signal_eval(corpus_dir: str, params: EngineParams) -> SignalRun:
+    """One corpus through the engine twice: `params` with pagelets.enabled off and on."""
+    from worker.evaluate import evaluate_corpus, load_corpus
+    from worker.model import METHOD_PAGELET
 
     corpus = load_corpus(corpus_dir)
-    params = EngineParams()
-    tp = params.table
-    tables: dict[str, HostTable] = {}
-    signal = PageletSignal(tp, config)
-    kept_without: dict[str, str] = {}
-    kept_with: dict[str, str] = {}
-    flipped = 0
-    for page in corpus.pages:
-        table = tables.get(page.host)
-        if table is None:
-            table = tables[page.host] = HostTable(tp)
-        outcome = decide(page, table, params)
-        if outcome.clean is None:
-            kept_without[page.url] = kept_with[page.url] = ""
-            continue
-        kept_without[page.url] = outcome.clean.text
-        tree = parse(page.html, params.segment)
-        extra = signal.template_keys(page.host, tree, page.url, params.segment)
-        threshold = tp.template_df
-        if tp.early_df and table.pages < threshold:
-            threshold = max(tp.early_df, table.pages)
-        texts = []
-        for block, v in zip(segment_tree(tree, params.segment), outcome.clean.blocks, strict=True):
-            if v.verdict == TEMPLATE:
-                continue
-            added = sum(
-                s.length
-                for s in block.segments
-                if s.key in extra and not (table.pages >= threshold and table.df(s.key) >= threshold)
-            )
-            if (v.template_chars + added) / v.chars > tp.template_ratio:
-                flipped += 1
-                continue
-            texts.append(v.text)
-        kept_with[page.url] = "\n".join(texts)
-    return corpus.name, score_texts(corpus.gold, kept_without), score_texts(corpus.gold, kept_with), flipped
+    off = dataclasses.replace(params, pagelets=dataclasses.replace(params.pagelets, enabled=False))
+    on = dataclasses.replace(params, pagelets=dataclasses.replace(params.pagelets, enabled=True))
+    out_off = io.BytesIO()
+    out_on = io.BytesIO()
+    without = evaluate_corpus(corpus, off, output=out_off)
+    with_ = evaluate_corpus(corpus, on, output=out_on)
+    turned = pagelet = 0
+    for a, b in zip(out_off.getvalue().splitlines(), out_on.getvalue().splitlines(), strict=True):
+        blocks_a = json.loads(a).get("blocks", ())
+        blocks_b = json.loads(b).get("blocks", ())
+        for x, y in zip(blocks_a, blocks_b, strict=True):
+            turned += x["verdict"] == "content" and y["verdict"] == "template"
+            pagelet += y["method"] == METHOD_PAGELET
+    return SignalRun(
+        corpus.name,
+        without.scores,
+        with_.scores,
+        turned,
+        pagelet,
+        without.seconds,
+        with_.seconds,
+        without.multi_page,
+    )
 
 
 def cmd_pagelet_signal(args: argparse.Namespace) -> int:
-    try:
-        config = SignalConfig(PageletConfig(args.k, args.w, args.sketch), args.quorum, args.min_links)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    f_without: list[float] = []
-    f_with: list[float] = []
-    print(f"{'corpus':28} {'P':>6} {'R':>6} {'F1':>7} | {'P':>6} {'R':>6} {'F1':>7} {'dF1':>8} {'flips':>6}")
+    params = with_overrides(EngineParams(), args.param)
+    f_without: dict[bool, list[float]] = {True: [], False: []}
+    f_with: dict[bool, list[float]] = {True: [], False: []}
+    print(
+        f"{'corpus':28} {'P':>6} {'R':>6} {'F1':>7} | {'P':>6} {'R':>6} {'F1':>7} {'dF1':>8} "
+        f"{'turned':>6} {'pagelet':>7} {'time':>6}"
+    )
     for corpus_dir in args.corpus_dirs:
-        name, a, b, flipped = signal_eval(corpus_dir, config)
+        run = signal_eval(corpus_dir, params)
+        a, b = run.without, run.with_
         if a.f1 is None or b.f1 is None:
             continue
-        f_without.append(a.f1)
-        f_with.append(b.f1)
+        f_without[run.multi_page].append(a.f1)
+        f_with[run.multi_page].append(b.f1)
+        ratio = run.seconds_with / run.seconds_without if run.seconds_without else 0.0
         print(
-            f"{name:28} {a.precision:6.3f} {a.recall:6.3f} {a.f1:7.4f} | "
-            f"{b.precision:6.3f} {b.recall:6.3f} {b.f1:7.4f} {b.f1 - a.f1:+8.4f} {flipped:>6}",
+            f"{run.name:28} {a.precision:6.3f} {a.recall:6.3f} {a.f1:7.4f} | "
+            f"{b.precision:6.3f} {b.recall:6.3f} {b.f1:7.4f} {b.f1 - a.f1:+8.4f} "
+            f"{run.turned:>6} {run.pagelet:>7} {ratio:5.2f}x",
             flush=True,
         )
-    if f_without:
-        mw = sum(f_without) / len(f_without)
-        mb = sum(f_with) / len(f_with)
-        print(f"macro F1 without the pagelet signal {mw:.4f}, with it {mb:.4f} ({mb - mw:+.4f})")
+    for multi, label in ((True, "multi-page"), (False, "mostly single-page")):
+        if f_without[multi]:
+            mw = sum(f_without[multi]) / len(f_without[multi])
+            mb = sum(f_with[multi]) / len(f_with[multi])
+            print(
+                f"macro F1 of {len(f_without[multi])} {label} corpora: without the pagelet signal {mw:.4f}, "
+                f"with it {mb:.4f} ({mb - mw:+.4f})"
+            )
+    print(
+        "(turned: blocks kept without the signal and template with it; pagelet: blocks decided by the signal, "
+        "method pagelet; time: seconds in the engine with over without, one run each: noisy)"
+    )
     return 0
 
 
@@ -287,22 +286,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="instead: run the stream pipeline over the inputs and print each host's content and template "
         "link counts (the links fields of the clean pages)",
     )
+    add_param_argument(p, "with --link-share: override an engine parameter, e.g. pagelets.enabled=false (repeatable)")
     p.set_defaults(func=cmd_templates)
 
     q = sub.add_parser(
         "pagelet-signal",
         help="measure F1 without and with the per-host pagelet-shingle DF signal beside the segment table",
         description=(
-            "Run each corpus through the pipeline and score it twice: as is, and with blocks the "
-            "pipeline kept turned to template when the text in template segments or in template "
-            "pagelets (pagelets whose min-hash values reached the DF threshold in the host's "
-            "pagelet table) is over the template ratio."
+            "Run each corpus through the engine twice, with pagelets.enabled off and on (every other "
+            "parameter as given by --param), and print both scores side by side, the blocks kept without "
+            "the signal and template with it, the blocks decided by it (method pagelet) and the time in "
+            "the engine with the signal over without (one run each: noisy)."
         ),
     )
     q.add_argument("corpus_dirs", nargs="+", metavar="CORPUS_DIR", help="a corpus folder (pages and gold)")
-    q.add_argument("--k", type=int, default=3, help="links that make a child its own pagelet (default 3)")
-    q.add_argument("--w", type=int, default=4, help="tokens per shingle (default 4)")
-    q.add_argument("--sketch", type=int, default=4, help="min-hash values per pagelet (default 4)")
-    q.add_argument("--quorum", type=int, default=3, help="values at the DF threshold for a template pagelet (3)")
-    q.add_argument("--min-links", type=int, default=3, help="only pagelets with this many links count (3)")
+    add_param_argument(q, "override an engine parameter in both runs, e.g. pagelets.quorum=2 (repeatable)")
     q.set_defaults(func=cmd_pagelet_signal)

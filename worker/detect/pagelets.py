@@ -25,28 +25,39 @@ them):
   are not.
 
 The same walk also yields, for every pagelet, the segment keys of the text nodes inside
-it (the keys `worker.segment` gives them), which is how the streaming pagelet signal
-(`PageletSignal`: per-host DF of pagelet sketch values) marks segments of template pagelets.
+it (the keys `worker.segment` gives them).
+
+In the stream (worker.pipeline), pagelets are cut from the block tree the page-level walk
+already built (`block_pagelets`, no second walk) and fingerprinted by a min-hash of their
+sets of segment keys (`page_sketches`); the min-hash values are keys of the host's own
+segment table, tagged (worker.table.PAGELET_TAG), so they get the same DF and expiry.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import TYPE_CHECKING
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import numpy as np
+from numpy.typing import NDArray
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
 from worker.errors import BadInputError
 from worker.model import RawPage
-from worker.params import SegmentParams, TableParams
+from worker.params import PageletParams, SegmentParams
 from worker.segment import _component, parse
-from worker.table import HostTable
+from worker.table import PAGELET_TAG, PAGELET_TAG_MASK
+
+if TYPE_CHECKING:
+    from worker.detect.pagelevel import PageTree
 
 _TEXT_ID = 2
 _WORD = re.compile(r"\w+")
@@ -555,59 +566,176 @@ def read_pages(
     return dict(by_host), dead
 
 
-# -- the streaming pagelet signal (measured: not on by default, see docs/pagelets.md) ------
+# -- pagelets in the stream: the host's table holds their keys ------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SignalConfig:
-    """The per-host pagelet-shingle DF signal beside the segment table.
+# Per min-hash: a salt XORed into the minimum before it becomes a table key, so equal
+# minima under two permutations give two keys. _MIX1/_MIX2: SplitMix64's finaliser, which
+# chains the segment keys of a w-shingle (w > 1).
+_SALT = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
+                  0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179],
+                 dtype=np.uint64)  # fmt: skip
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_KEEP = np.uint64(((1 << 64) - 1) ^ PAGELET_TAG_MASK)
+_TAG = np.uint64(PAGELET_TAG)
 
-    sketch_size: min-hash values per pagelet; each is a key in the host's pagelet table.
-    quorum: a pagelet is template when at least this many of its keys have reached the
-        segment table's DF threshold (template_df, with early_df on a young host).
-    min_links: only pagelets with at least this many links count (navigation-like ones).
+
+@dataclass(slots=True)
+class PageletSketch:
+    """One pagelet of a page as the pipeline sees it: a run of the page's blocks.
+
+    order: position among the page's pagelets (document order).
+    node: its element in the page's block tree (`PageTree` of the page-level walk).
+    first, end: its blocks are the page's blocks[first:end].
+    links: links in it.
+    keys: its min-hash values as table keys (tagged).
     """
 
-    pagelets: PageletConfig = field(default_factory=lambda: PageletConfig(sketch_size=4))
-    quorum: int = 3
-    min_links: int = 3
+    order: int
+    node: int
+    first: int
+    end: int
+    links: int
+    keys: tuple[int, ...] = ()
 
-    def __post_init__(self) -> None:
-        if not 1 <= self.quorum <= self.pagelets.sketch_size:
-            raise ValueError("quorum must be in 1..sketch_size")
 
+def block_pagelets(page: PageTree, k: int) -> list[tuple[int, int, int]]:
+    """Definition 2 over the page's layout elements: (node, end node, links) of each pagelet
+    with text, in document order; its elements are nodes[node:end node].
 
-class PageletSignal:
-    """Per-host DF of pagelet sketch values, in a HostTable per host (the same logistic expiry).
-
-    `template_keys` observes one page's pagelets and returns the segment keys of the text
-    nodes inside its template pagelets: a caller adds them to the segment table's template
-    keys before it computes block ratios.
+    The tree is the page-level walk's: every layout element (text-less ones too), each
+    with the `<a>` elements directly in it. An element is split (its children are pushed,
+    the paper's Figure 3) when a child element holds at least k links; the text directly
+    in a split element (its own block) is a pagelet of its own, standing for the inline
+    elements the paper would make pagelets there. Cost: O(elements), no second walk.
     """
+    end = page.end
+    if not end:
+        return []
+    links = page.links
+    chars = page.chars
+    acc = list(accumulate(links, initial=0))
+    # An element is split when one of its children holds k links or more.
+    split = bytearray(len(end))
+    if acc[-1] >= k:
+        for c, (parent, e) in enumerate(zip(page.parent, end, strict=True)):
+            if parent >= 0 and acc[e] - acc[c] >= k:
+                split[parent] = 1
+    text = list(accumulate(chars, initial=0))
+    out: list[tuple[int, int, int]] = []
+    # Figure 3's queue, in document order: nodes are in preorder, so after a split node
+    # come its children, and after a pagelet's subtree the next child of a split node.
+    v = 0
+    n = len(end)
+    while v < n:
+        if split[v]:
+            if chars[v]:
+                out.append((v, v + 1, links[v]))
+            v += 1
+        else:
+            e = end[v]
+            if text[e] > text[v]:
+                out.append((v, e, acc[e] - acc[v]))
+            v = e
+    return out
 
-    def __init__(self, table_params: TableParams, config: SignalConfig = SignalConfig()) -> None:
-        self.table_params = table_params
-        self.config = config
-        self.tables: dict[str, HostTable] = {}
 
-    def template_keys(self, host: str, tree: LexborHTMLParser, url: str, seg: SegmentParams) -> set[int]:
-        cfg = self.config
-        table = self.tables.get(host)
-        if table is None:
-            table = self.tables[host] = HostTable(self.table_params)
-        pagelets = [
-            p for p in page_pagelets(tree, url, seg, cfg.pagelets) if p.sketch and len(p.links) >= cfg.min_links
-        ]
-        keys = sorted({k for p in pagelets for k in p.sketch})
-        df = dict(zip(keys, table.observe(keys), strict=True))
-        tp = self.table_params
-        threshold = tp.template_df
-        if tp.early_df and table.pages < threshold:
-            threshold = max(tp.early_df, table.pages)
-        if table.pages < threshold:
-            return set()
-        out: set[int] = set()
-        for p in pagelets:
-            if sum(1 for k in p.sketch if df[k] >= threshold) >= cfg.quorum:
-                out.update(p.keys)
-        return out
+def _mix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finaliser, in place (a bijection of 64-bit values)."""
+    x ^= x >> np.uint64(30)
+    x *= _MIX1
+    x ^= x >> np.uint64(27)
+    x *= _MIX2
+    x ^= x >> np.uint64(31)
+    return x
+
+
+def sketch_keys(keys: Sequence[int], starts: Sequence[int], size: int, w: int = 1) -> list[list[int]]:
+    """Min-hash keys of groups of segment keys: group i is keys[starts[i]:starts[i+1]] (the
+    last runs to the end; none is empty), in document order.
+
+    Per group: `size` min-hashes of its w-shingles (w consecutive keys hashed in order; a
+    group of w keys or fewer is one shingle; w = 1: the set of its keys), each XORed with
+    its permutation's salt (equal minima under two permutations give two keys) and
+    tagged as a pagelet key of the host's table (the tag replaces the low 20 bits: 44
+    bits tell pagelet keys apart, against a few thousand of them per host).
+    """
+    # Array arithmetic wraps modulo 2^64 silently (no errstate needed, and it costs 5 us).
+    hashes = np.array(keys, dtype=np.uint64)
+    offsets = np.array(starts, dtype=np.intp)
+    if w > 1:
+        # Shingle i of a group starts at its key i; a short group has one shingle.
+        lengths = np.diff(offsets, append=len(hashes))
+        counts = np.maximum(lengths - (w - 1), 1)
+        group_of = np.repeat(np.arange(len(counts)), counts)
+        first = np.zeros(len(counts), dtype=np.intp)
+        np.cumsum(counts[:-1], out=first[1:])
+        pos = offsets[group_of] + (np.arange(len(group_of)) - first[group_of])
+        span = lengths[group_of]
+        sh = _mix(hashes[pos].copy())
+        last = len(hashes) - 1
+        for j in range(1, w):
+            nxt = _mix(sh ^ hashes[np.minimum(pos + j, last)])
+            sh = np.where(j < span, nxt, sh)
+        hashes = sh
+        offsets = first
+    x = np.minimum.reduceat(hashes[:, None] * _PERM_A[:size] + _PERM_B[:size], offsets, axis=0)
+    x ^= _SALT[:size]
+    x &= _KEEP
+    x |= _TAG
+    out: list[list[int]] = x.tolist()
+    return out
+
+
+def page_sketches(page: PageTree, params: PageletParams) -> tuple[int, list[PageletSketch]]:
+    """The page's pagelets: how many there are, and those fingerprinted (at least
+    `min_links` links, at least `min_anchor_share` of their text in links) with the
+    min-hash keys of their segment keys in document order (the segment table's notion of
+    text identity: DOM path and text)."""
+    cut = block_pagelets(page, params.k)
+    blocks = page.blocks
+    nob = page.node_of_block
+    min_links = params.min_links
+    min_anchor = params.min_anchor_share
+    out: list[PageletSketch] = []
+    keys: list[int] = []
+    starts: list[int] = []
+    acc_a: list[int] = []
+    acc_c: list[int] = []
+    for i, (node, node_end, links) in enumerate(cut):
+        if links < min_links:
+            continue
+        if min_anchor:
+            if not acc_a:
+                acc_a = list(accumulate(page.achars, initial=0))
+                acc_c = list(accumulate(page.chars, initial=0))
+            if acc_a[node_end] - acc_a[node] < min_anchor * (acc_c[node_end] - acc_c[node]):
+                continue
+        first = bisect_left(nob, node)
+        end = bisect_left(nob, node_end, first)
+        out.append(PageletSketch(i, node, first, end, links))
+        starts.append(len(keys))
+        for block in blocks[first:end]:
+            keys.extend([seg[0] for seg in block[1]])
+    if out:
+        for p, row in zip(out, sketch_keys(keys, starts, params.sketch_size, params.w), strict=True):
+            p.keys = tuple(row)
+    return len(cut), out
+
+
+def pagelet_path(page: PageTree, p: PageletSketch) -> str:
+    """DOM path of a pagelet's element: its first block's path, cut to the element's depth
+    (a path component holding a "/", as a class name may in the class path modes, would
+    shift the cut; tag names never do)."""
+    path = page.blocks[p.first].path
+    if page.node_of_block[p.first] == p.node:
+        return path
+    return "/".join(path.split("/")[: page.depth[p.node] + 1])
+
+
+def pagelet_df(dfs: Sequence[int], quorum: int) -> int:
+    """A pagelet's DF: the `quorum`-th highest DF of its min-hash keys (0 with fewer keys)."""
+    if len(dfs) < quorum:
+        return 0
+    return sorted(dfs, reverse=True)[quorum - 1]
