@@ -160,7 +160,11 @@ RAW_CASES: list[tuple[Any, bool, str]] = [
     ({"url": "https://a.example/1", "html": ["<p>"]}, False, "bad_record"),
     ({"url": "https://a.example/1", "body_b64": "%%%"}, False, "bad_record"),
     ({"url": "https://a.example/1", "body_b64": "PHA+", "content_type": 1}, False, "bad_record"),
-    ({"v": 2, "url": "https://a.example/1", "html": "<p>x</p>"}, False, "page"),  # v is not checked on input
+    ({"v": None, "url": "https://a.example/1", "html": "<p>x</p>"}, True, "page"),
+    ({"v": 2, "url": "https://a.example/1", "html": "<p>x</p>"}, False, "unsupported_version"),
+    ({"v": "1", "url": "https://a.example/1", "html": "<p>x</p>"}, False, "unsupported_version"),
+    ({"v": True, "url": "https://a.example/1", "html": "<p>x</p>"}, False, "unsupported_version"),
+    ({"v": 2, "page": {"address": "https://a.example/1"}}, False, "unsupported_version"),  # whatever v2 looks like
     (["url"], False, "bad_record"),
 ]
 
@@ -225,7 +229,7 @@ def test_jsonl_written_by_the_factory_is_raw_page_input(tmp_path: Path) -> None:
 
 ABSENT = object()
 _FIELD_VALUES: dict[str, list[Any]] = {
-    "v": [ABSENT, 1, 2],
+    "v": [ABSENT, None, 1, 2, "1"],
     "url": [ABSENT, "https://a.example/p.html", "no-host-name", "", 7, None],
     "host": [ABSENT, None, "A.Example", " ", "", 3],
     "html": [ABSENT, None, "<p>x</p>", 5, ["<p>"]],
@@ -237,8 +241,9 @@ _FIELD_VALUES: dict[str, list[Any]] = {
 @given(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in _FIELD_VALUES.items()}))
 @settings(max_examples=400, deadline=None, derandomize=True)
 def test_raw_page_schema_and_decoder_agree_on_any_record(fields_: dict[str, Any]) -> None:
-    """Valid by the schema => decoded (or dead for its content, not its shape); invalid =>
-    bad_record, except for what the decoder ignores: `v`, and the body fields when `html` is text."""
+    """Valid by the schema => decoded (or dead for its content, not its shape); another `v` =>
+    unsupported_version; otherwise invalid => bad_record, except for what the decoder ignores:
+    the body fields when `html` is text."""
     record = {k: v for k, v in fields_.items() if v is not ABSENT}
     got = decode_record(json.dumps(record).encode(), "t:1")
     reason = got.reason if isinstance(got, DeadPage) else "page"
@@ -246,7 +251,10 @@ def test_raw_page_schema_and_decoder_agree_on_any_record(fields_: dict[str, Any]
         no_host = record.get("host") is None and record["url"] == "no-host-name"
         assert reason in ("page", "not_html", "undecodable") or (reason == "bad_record" and no_host), reason
         return
-    ignored = {k: v for k, v in record.items() if k != "v"}
+    if record.get("v") not in (None, 1):
+        assert reason == "unsupported_version", (record, reason)
+        return
+    ignored = dict(record)
     if isinstance(record.get("html"), str):
         ignored = {k: v for k, v in ignored.items() if k not in ("body_b64", "content_type")}
     if errors("raw-page", ignored) == []:

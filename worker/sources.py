@@ -325,6 +325,9 @@ def _iter_jsonl(path: Path) -> Iterator[RawPage | DeadPage]:
         fh.close()
 
 
+RAW_SCHEMA_VERSION = 1  # schemas/raw-page.v1.json: "v" absent, null or 1
+
+
 def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     """One raw-page JSON record (a JSONL line or a pages.raw message) -> RawPage or DeadPage."""
     try:
@@ -333,6 +336,18 @@ def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
         return DeadPage("", "", "bad_json", f"the line is not valid JSON: {exc}", source)
     if not isinstance(rec, dict):
         return DeadPage("", "", "bad_record", f"the line is a JSON {type(rec).__name__}, not an object", source)
+    version = rec.get("v")
+    if version is not None and (isinstance(version, bool) or version != RAW_SCHEMA_VERSION):
+        # Checked first: a record of another version may name its fields differently.
+        url = rec.get("url")
+        return DeadPage(
+            url if isinstance(url, str) else "",
+            "",
+            "unsupported_version",
+            f'the record is schema version {json.dumps(version)[:40]}; this version of detemplate reads '
+            f'{RAW_SCHEMA_VERSION} (or no "v")',
+            source,
+        )
     url = rec.get("url")
     if not isinstance(url, str) or not url:
         return DeadPage("", "", "bad_record", 'the record has no "url" string', source)
