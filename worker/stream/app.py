@@ -40,6 +40,7 @@ from worker.pipeline import decide
 from worker.settings import StreamSettings
 from worker.sources import decode_record
 from worker.stream.state import StateLayout
+from worker.stream.store import CheckedRocksDBStore, is_corruption, store_url
 from worker.table import HostTable
 
 logger = logging.getLogger(__name__)
@@ -151,6 +152,7 @@ class StreamWorker:
             key_type=bytes,  # bytes -> the "raw" serializer: records are our own byte layouts
             value_type=bytes,
             changelog_topic=changelog,
+            store=store_url(TABLE_NAME),  # Faust's rocksdb store; a corrupt partition is moved aside, recovered
         )
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types handlers narrowly
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # same
@@ -202,11 +204,17 @@ class StreamWorker:
             msg = event.message
             try:
                 await self.handle(msg.key, msg.value, msg.tp, msg.offset)
-            except Exception:
+            except Exception as exc:
                 # Bad input never gets here (it is a dead letter). Anything else is a bug or a
                 # broken setup: Faust would restart the agent and go on with the next message,
                 # and this one might be committed without its output. Stop the process at once
                 # instead, before any commit: a restarted worker reads the message again.
+                if is_corruption(exc):
+                    # A damaged block of the partition's RocksDB: move it aside first, so the
+                    # restart rebuilds the partition from the changelog instead of failing again.
+                    store = self.state.data
+                    if isinstance(store, CheckedRocksDBStore):
+                        store.quarantine(msg.tp.partition, f"a read failed: {exc}")
                 logger.critical(
                     "partition=%d offset=%d: unexpected error, exiting so that the message is read again",
                     msg.tp.partition, msg.offset, exc_info=True,

@@ -1,0 +1,105 @@
+"""The worker's RocksDB store (worker.stream.store) on real damaged databases, without a broker.
+
+tests/integration/test_faults.py runs the whole story on the broker (damage, restart,
+recovery from the changelog); these pin the store's own decisions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+rocksdict = pytest.importorskip("rocksdict")
+pytest.importorskip("faust")
+
+from worker.settings import StreamSettings  # noqa: E402  (after the skips)
+from worker.stream.app import build_app  # noqa: E402
+from worker.stream.store import CheckedRocksDBStore, is_corruption, verify  # noqa: E402
+
+
+def store_in(tmp_path: Path) -> CheckedRocksDBStore:
+    _, logic = build_app(StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1))
+    store = logic.state.data
+    assert isinstance(store, CheckedRocksDBStore)
+    return store
+
+
+def write_db(path: Path, n: int = 3000) -> None:
+    db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True))
+    for i in range(n):
+        db.put(b"k%06d" % i, bytes([i % 251]) * 120)
+    db.flush()
+    db.close()
+
+
+def garble(path: Path, start: int, end: int) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(start, end, 7):
+        data[i] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_a_sound_database_opens_with_its_data_and_is_verified_once(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    path = Path(store.partition_path(0))
+    write_db(path)
+    db = store._open_for_partition(0)
+    assert db.get(b"k000007") is not None
+    assert store.verified == {0} and store.quarantined == []
+    assert path.exists()
+
+
+@pytest.mark.parametrize("damage", ["current", "manifest", "sst_cut", "sst_block"])
+def test_a_damaged_database_is_moved_aside_and_replaced_by_an_empty_one(tmp_path: Path, damage: str) -> None:
+    store = store_in(tmp_path)
+    path = Path(store.partition_path(1))
+    write_db(path)
+    sst = sorted(path.glob("*.sst"))[0]
+    if damage == "current":
+        (path / "CURRENT").write_bytes(b"\x00garbage")
+    elif damage == "manifest":
+        manifest = next(path.glob("MANIFEST-*"))
+        garble(manifest, 8, manifest.stat().st_size)
+    elif damage == "sst_cut":
+        os.truncate(sst, sst.stat().st_size // 2)
+    else:  # data blocks only: the database still opens, a read of the block fails its checksum
+        garble(sst, 64, sst.stat().st_size // 3)
+        db = rocksdict.Rdict(str(path), options=rocksdict.Options(raw_mode=True))
+        assert verify(db) is not None
+        db.close()
+    db = store._open_for_partition(1)
+    assert list(db.keys()) == [], "the new database is empty: Faust recovers it from the changelog"
+    [aside] = store.quarantined
+    assert aside.name.startswith("hosts-1.db.corrupt-") and aside.is_dir()
+    assert (aside / sst.name).exists() or damage == "sst_cut", "the damaged files are kept for a post-mortem"
+    assert path.is_dir()
+
+
+def test_quarantine_of_an_open_database_after_a_failed_read(tmp_path: Path) -> None:
+    """What the agent does when a read fails with a corruption error: the open database goes aside."""
+    store = store_in(tmp_path)
+    path = Path(store.partition_path(0))
+    write_db(path)
+    store._dbs[0] = store._open_for_partition(0)
+    target = store.quarantine(0, "a read failed: Corruption: block checksum mismatch")
+    assert target is not None and target.is_dir() and not path.exists()
+    assert 0 not in store._dbs and 0 not in store.verified
+
+
+@pytest.mark.parametrize(
+    ("message", "corrupt"),
+    [
+        ("Corruption: CURRENT file does not end with newline", True),
+        ("Corruption: block checksum mismatch: stored = 1, computed = 2 in x/000009.sst", True),
+        ("Corruption: Sst file size mismatch: x/000009.sst. Expected 646888, actual size 323444", True),
+        ("IO error: No such file or directory: While open a file for random read: x/000009.sst", True),
+        ("IO error: No such file or directory: While open a file for random read: /data/blocks/000009.sst", True),
+        ("IO error: While lock file: x/LOCK: Resource temporarily unavailable", False),  # Faust retries these
+        ("IO error: No space left on device", False),
+        ("Invalid argument: x: does not exist (create_if_missing is false)", False),
+    ],
+)
+def test_what_counts_as_corruption(message: str, corrupt: bool) -> None:
+    assert is_corruption(Exception(message)) is corrupt
