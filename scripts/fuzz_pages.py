@@ -67,7 +67,7 @@ def check_walks(html: str) -> None:
         assert fast_error == (exc.reason, exc.detail), (fast_error, exc)
         return
     assert fast_error is None, fast_error
-    assert replace(fast, stats=None) == slow
+    assert replace(fast, stats=None, columns=None) == slow
     assert np.array_equal(pagelevel.features(fast), pagelevel.features(slow))
     assert FAST.walk(root.mem_id, SP.max_depth, SP.max_nodes, False) == segment_tree(tree, SP, [])
 

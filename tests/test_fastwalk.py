@@ -50,7 +50,8 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
     expected_tree = _outcome(lambda: pagelevel.walk_python(tree, params))
     if isinstance(got_tree, pagelevel.PageTree):
         assert isinstance(expected_tree, pagelevel.PageTree)
-        assert replace(got_tree, stats=None) == expected_tree
+        assert replace(got_tree, stats=None, columns=None) == expected_tree
+        assert np.array_equal(pagelevel.node_columns(got_tree), pagelevel.node_columns(expected_tree))
         # The text statistics (counted by the compiled walk, by _TextStats in Python) and
         # so every feature are the same.
         assert np.array_equal(pagelevel.text_stats(got_tree), pagelevel.text_stats(expected_tree))
@@ -76,7 +77,7 @@ def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> No
     tree = LexborHTMLParser(make_site("s.example", 1)[0].page.html)
     fast_tree = pagelevel.walk(tree, PARAMS)
     assert fast_tree.stats is not None
-    assert replace(fast_tree, stats=None) == pagelevel.walk_python(tree, PARAMS)
+    assert replace(fast_tree, stats=None, columns=None) == pagelevel.walk_python(tree, PARAMS)
     assert segment_tree(tree, PARAMS) == segment_tree(tree, PARAMS, [])
     assert fastwalk.status() == "compiled"
 

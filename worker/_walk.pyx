@@ -27,7 +27,7 @@ from libc.string cimport memcmp, memcpy
 
 # worker.fastwalk uses this module only if it was built from the source it expects:
 # bump on every change of this file's Python interface.
-ABI = 3
+ABI = 4
 
 
 cdef extern from "dlfcn.h" nogil:
@@ -85,6 +85,7 @@ cdef enum:
     C_COMMA = 64
     C_BOUNDARY = 128
     N_STATS = 10
+    N_COLUMNS = 10
     LUT_SIZE = 0x2100
 
 
@@ -246,6 +247,8 @@ cdef class Walker:
     cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
     cdef Py_ssize_t n_stop_ascii
     cdef tuple copyright_marks
+    cdef dict tag_groups  # tag name -> its column among the tag features (pagelevel._TAG_INDEX)
+    cdef Py_ssize_t other_group
 
     # One walk's state.
     cdef bint cues
@@ -268,7 +271,7 @@ cdef class Walker:
 
     def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
                  hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
-                 frozenset stopwords, tuple copyright_marks):
+                 frozenset stopwords, tuple copyright_marks, dict tag_groups, Py_ssize_t other_group):
         self.block_tags = block_tags
         self.skip_tags = skip_tags
         self.inherit = inherit
@@ -285,6 +288,8 @@ cdef class Walker:
         self.closers = closers
         self.stopwords = stopwords
         self.copyright_marks = copyright_marks
+        self.tag_groups = tag_groups
+        self.other_group = other_group
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
         if len(packed) > 256:
             raise ValueError("too many stopwords")
@@ -569,7 +574,7 @@ cdef class Walker:
         for i in range(n):
             segs = <list>segments[i]
             if segs:
-                links = hrefs.get(i, ()) if hrefs else ()
+                hrefs_of = hrefs.get(i, ()) if hrefs else ()
                 block = PyType_GenericAlloc(block_type, 4)
                 path = self.paths[i]
                 Py_INCREF(path)
@@ -579,8 +584,8 @@ cdef class Walker:
                 order = PyLong_FromSsize_t(k)
                 Py_INCREF(order)
                 PyTuple_SET_ITEM(block, 2, order)
-                Py_INCREF(links)
-                PyTuple_SET_ITEM(block, 3, links)
+                Py_INCREF(hrefs_of)
+                PyTuple_SET_ITEM(block, 3, hrefs_of)
                 blocks.append(block)
                 node_of_block.append(i)
                 k += 1
@@ -591,8 +596,27 @@ cdef class Walker:
         for i in range(n):
             if segments[i]:
                 self._text_stats(<list>segments[i], <str>texts[i], stats.data.as_doubles + i * N_STATS)
-        return (blocks, node_of_block, parent, self.tags, self.depth, self.start, self.chars, self.achars,
-                [len(<list>segs) for segs in segments], self.links, self.flags, texts, self.ends, stats)
+        seg_counts = [len(<list>segs) for segs in segments]
+        # The numeric columns as one array (pagelevel.NODE_COLUMNS), so numpy need not
+        # convert ten lists of Python ints.
+        cdef array.array columns = array.clone(_DOUBLES, n * N_COLUMNS, zero=False)
+        cdef double *row
+        cdef list tags = self.tags, depth = self.depth, start = self.start, chars = self.chars
+        cdef list achars = self.achars, node_links = self.links, flags = self.flags, ends = self.ends
+        for i in range(n):
+            row = columns.data.as_doubles + i * N_COLUMNS
+            row[0] = <Py_ssize_t>parent[i]
+            row[1] = <Py_ssize_t>chars[i]
+            row[2] = <Py_ssize_t>achars[i]
+            row[3] = <Py_ssize_t>node_links[i]
+            row[4] = <Py_ssize_t>seg_counts[i]
+            row[5] = <Py_ssize_t>ends[i]
+            row[6] = <Py_ssize_t>start[i]
+            row[7] = <Py_ssize_t>depth[i]
+            row[8] = <long>flags[i]
+            row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
+        return (blocks, node_of_block, parent, tags, depth, start, chars, achars, seg_counts, node_links, flags,
+                texts, ends, stats, columns)
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
         """pagelevel._TextStats for one node's direct text (its segments joined by spaces).

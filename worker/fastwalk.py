@@ -29,7 +29,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 logger = logging.getLogger(__name__)
 
-ABI = 3  # worker/_walk.pyx's ABI this module is written for
+ABI = 4  # worker/_walk.pyx's ABI this module is written for
 
 _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 
@@ -94,7 +94,7 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
         fast = _MODULE.Walker(
             block_tags, skip_tags, pagelevel._INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
             pagelevel._hints, pagelevel._HINTS, pagelevel._LUT.tobytes(), frozenset(pagelevel.CLOSERS),
-            pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS,
+            pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS, pagelevel._TAG_INDEX, pagelevel._N_TAGS - 1,
         )
         disagreement = _check(fast, block_tags, skip_tags)
     except Exception as exc:  # a build that does not fit this source: the Python walk runs
@@ -119,7 +119,7 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
         return "the probe page did not parse"
     fast_tree = pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
     python_tree = pagelevel.walk_python(tree, params)
-    if replace(fast_tree, stats=None) != python_tree:
+    if replace(fast_tree, stats=None, columns=None) != python_tree:
         return "its page tree differs from the Python walk's on the probe page"
     if not np.array_equal(pagelevel.features(fast_tree), pagelevel.features(python_tree)):
         return "its text statistics differ from the Python ones on the probe page"

@@ -191,6 +191,8 @@ class PageTree:
     end: one past the node's last descendant (its subtree is nodes [i, end[i])).
     stats: the compiled walk's text statistics of each node's text (an array of doubles,
         TEXT_COLUMNS per node), or None: `text_stats` computes them from `text`.
+    columns: the compiled walk's numeric columns (doubles, NODE_COLUMNS per node), or
+        None: `node_columns` makes them from the lists.
     """
 
     blocks: list[Block]
@@ -207,6 +209,7 @@ class PageTree:
     text: list[str]
     end: list[int]
     stats: Any = None  # the compiled walk's text statistics (TEXT_COLUMNS per node), else computed here
+    columns: Any = None  # the compiled walk's NODE_COLUMNS per node, else made from the lists
 
 
 def walk(
@@ -491,13 +494,14 @@ def features(page: PageTree) -> NDArray[np.float64]:
     X = np.zeros((n, N_FEATURES))
     if n == 0:
         return X
-    parent = np.asarray(page.parent, dtype=np.intp)
-    chars = np.asarray(page.chars, dtype=np.float64)
-    achars = np.asarray(page.achars, dtype=np.float64)
-    links = np.asarray(page.links, dtype=np.float64)
-    segs = np.asarray(page.segs, dtype=np.float64)
+    cols = node_columns(page)
+    parent = cols[:, 0].astype(np.intp)
+    chars = cols[:, 1]
+    achars = cols[:, 2]
+    links = cols[:, 3]
+    segs = cols[:, 4]
     first = np.arange(n)
-    last = np.asarray(page.end, dtype=np.intp)
+    last = cols[:, 5].astype(np.intp)
 
     def subtree(values: NDArray[np.float64]) -> NDArray[np.float64]:
         acc = np.zeros(n + 1)
@@ -509,8 +513,8 @@ def features(page: PageTree) -> NDArray[np.float64]:
     sub_links = subtree(links)
     children = np.bincount(parent[1:], minlength=n).astype(np.float64)
     total = max(sub_chars[0], 1.0)
-    start = np.asarray(page.start, dtype=np.float64)
-    depth = np.asarray(page.depth, dtype=np.float64)
+    start = cols[:, 6]
+    depth = cols[:, 7]
 
     col = 0
 
@@ -562,10 +566,10 @@ def features(page: PageTree) -> NDArray[np.float64]:
     sib_achars = np.bincount(par[1:], weights=sub_achars[1:], minlength=n)
     put(np.where(parent >= 0, (sib_achars[par] - sub_achars) / np.maximum(sib_chars[par] - sub_chars, 1.0), 0.0))
 
-    tag_cols = np.array([_TAG_INDEX.get(t, _N_TAGS - 1) for t in page.tag], dtype=np.intp)
+    tag_cols = cols[:, 9].astype(np.intp)
     X[np.arange(n), col + tag_cols] = 1.0
     col += _N_TAGS
-    flags = np.asarray(page.flags, dtype=np.int64)
+    flags = cols[:, 8].astype(np.int64)
     pos = start / total
     width = len(_FLAG_BITS_ARRAY)
     X[:, col : col + width] = (flags[:, None] & _FLAG_BITS_ARRAY[None, :]) != 0
@@ -623,6 +627,21 @@ def features(page: PageTree) -> NDArray[np.float64]:
     put(1.0)
     assert col == N_FEATURES
     return X
+
+
+# The numeric columns of each node, as features reads them.
+NODE_COLUMNS = ("parent", "chars", "achars", "links", "segs", "end", "start", "depth", "flags", "tag_group")
+
+
+def node_columns(page: PageTree) -> NDArray[np.float64]:
+    """NODE_COLUMNS for every node (rows): the compiled walk's array, or made from the lists."""
+    n = len(page.parent)
+    if page.columns is not None:
+        return np.frombuffer(page.columns, dtype=np.float64).reshape(n, len(NODE_COLUMNS))
+    groups = [_TAG_INDEX.get(t, _N_TAGS - 1) for t in page.tag]
+    lists = (page.parent, page.chars, page.achars, page.links, page.segs, page.end, page.start, page.depth,
+             page.flags, groups)
+    return np.array(lists, dtype=np.float64).T
 
 
 # The text statistics of each node: what the walk (compiled) or _TextStats (Python) counts.
