@@ -2,6 +2,9 @@
 
 Every test that needs Kafka starts its own broker on a free loopback port (about 35 ms),
 so tests never share topics or consumer groups and never skip for want of a broker.
+`s3_cluster` is the same on a broker that keeps its data in a local S3 emulator (s3rver,
+installed with npm on first use; reported skipped where Node.js is absent), so that the
+broker can be stopped and started again without losing anything.
 """
 
 from __future__ import annotations
@@ -9,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,13 +28,14 @@ from typing import IO
 import pytest
 
 from worker import codec
-from worker.broker import LocalBroker
+from worker.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
+from worker.errors import ConfigError
 from worker.model import RawPage
 from worker.params import EngineParams
 from worker.pipeline import process_page
 from worker.settings import StreamSettings, env_for
 from worker.state.memory import MemoryStore
-from worker.stream.kafka_io import Record, consume, encode_raw, produce_raw
+from worker.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
@@ -43,6 +50,7 @@ class Cluster:
     tmp: Path
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[IO[bytes]] = field(default_factory=list)
+    stopped: set[int] = field(default_factory=set)  # pids the test stopped on purpose
 
     @property
     def bootstrap(self) -> str:
@@ -59,15 +67,42 @@ class Cluster:
         self.procs.append(proc)
         return proc
 
+    def terminate(self, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> int:
+        """Stop a worker with SIGTERM (it leaves the group cleanly); its exit code."""
+        self.stopped.add(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=timeout_s)
+
     def log(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def metric(self, name: str, metric: str) -> float:
+        """One value of a worker's Prometheus endpoint, e.g. ``detemplate_pages_out_total``."""
+        port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", self.log(name))
+        assert port is not None, f"{name} has no metrics endpoint in its log"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        found = re.search(rf"^{re.escape(metric)} (\S+)$", text, re.MULTILINE)
+        assert found is not None, f"{metric} not in {name}'s metrics"
+        return float(found.group(1))
 
     def produce_pages(self, pages: list[RawPage]) -> None:
         run(produce_raw(self.bootstrap, self.settings.topic_raw, ((p.host.encode(), encode_raw(p)) for p in pages)))
 
     def produce_messages(self, messages: list[tuple[bytes | None, bytes | None]]) -> None:
         run(produce_raw(self.bootstrap, self.settings.topic_raw, messages))
+
+    def trickle(self, messages: list[Message], per_s: float) -> Trickle:
+        """Start sending `messages` to pages.raw in the background, `per_s` a second."""
+        t = Trickle(self.bootstrap, self.settings.topic_raw, messages, per_s)
+        t.start()
+        return t
+
+    def produce_tracked(self, messages: list[tuple[bytes | None, bytes | None]]) -> dict[Position, Message]:
+        """Send (key, value) messages to pages.raw; each one by the (partition, offset) it got."""
+        positions = run(_produce_tracked(self.bootstrap, self.settings.topic_raw, messages))
+        return dict(zip(positions, messages, strict=True))
 
     def read(self, topic: str) -> list[Record]:
         """Every record of `topic` up to its end now."""
@@ -81,7 +116,7 @@ class Cluster:
             if done(records):  # type: ignore[operator]
                 return records
             for proc in self.procs:
-                if proc.poll() not in (None, -signal.SIGKILL):
+                if proc.pid not in self.stopped and proc.poll() not in (None, -signal.SIGKILL):
                     pytest.fail(f"a worker exited with {proc.returncode}:\n{self.logs_tail()}")
             if time.monotonic() > deadline:
                 pytest.fail(f"{topic}: condition not met within {timeout_s} s ({len(records)} records)\n"
@@ -89,7 +124,13 @@ class Cluster:
             time.sleep(0.5)
 
     def logs_tail(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in self.tmp.glob("*.log"))
+        """The end of every log of the test, and each worker's assignments and stats lines."""
+        parts = []
+        for p in sorted(self.tmp.glob("*.log")):
+            text = p.read_text(errors="replace")
+            marks = [line for line in text.splitlines() if "assigned partitions=" in line or "WorkerStats(" in line]
+            parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}")
+        return "\n".join(parts)
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -105,14 +146,81 @@ class Cluster:
             log.close()
 
 
+Position = tuple[int, int]  # (partition, offset) of a pages.raw message
+Message = tuple[bytes | None, bytes | None]  # (key, value)
+
+
+async def _produce_tracked(bootstrap: str, topic: str, messages: list[Message]) -> list[Position]:
+    prod = producer(bootstrap)
+    await prod.start()
+    try:
+        futures = [await prod.send(topic, value, key=key) for key, value in messages]
+        await prod.flush()
+        sent = [await f for f in futures]
+    finally:
+        await prod.stop()
+    return [(md.partition, md.offset) for md in sent]
+
+
+class Trickle(threading.Thread):
+    """Sends messages to a topic in the background, `per_s` a second in order, until `stop()`
+    or the end of the list; `sent` holds each one by its (partition, offset) once stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, messages: list[Message], per_s: float) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.messages, self.per_s = bootstrap, topic, messages, per_s
+        self.count = 0  # messages handed to the producer so far
+        self.sent: dict[Position, Message] = {}
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    async def _run(self) -> None:
+        prod = producer(self.bootstrap)
+        await prod.start()
+        try:
+            futures = []
+            t0 = time.monotonic()
+            for i, (key, value) in enumerate(self.messages):
+                if self._stop_event.is_set():
+                    break
+                delay = t0 + i / self.per_s - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                futures.append(await prod.send(self.topic, value, key=key))
+                self.count = i + 1
+            await prod.flush()
+            for (key, value), fut in zip(self.messages, futures, strict=False):
+                md = await fut
+                self.sent[(md.partition, md.offset)] = (key, value)
+        finally:
+            await prod.stop()
+
+    def stop(self) -> dict[Position, Message]:
+        self._stop_event.set()
+        self.join(timeout=60)
+        if self.error is not None:
+            raise self.error
+        assert not self.is_alive(), "the background producer did not stop"
+        return self.sent
+
+
+def page_message(page: RawPage) -> Message:
+    return page.host.encode(), encode_raw(page)
+
+
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
-    settings = StreamSettings(
+def worker_settings(broker: LocalBroker) -> StreamSettings:
+    """The worker settings of the broker tests: 4 partitions, K = 16, 6 s sessions."""
+    return StreamSettings(
         broker=broker.url,
         app_id="detemplate-test",
         partitions=PARTITIONS,
@@ -126,6 +234,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         metrics_host="127.0.0.1",
         metrics_port=0,  # a free port per worker
     )
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    broker = LocalBroker(log_path=tmp_path / "broker.log").start()
+    settings = worker_settings(broker)
     broker.create_topics(settings.topic_partitions())
     c = Cluster(broker, settings, tmp_path)
     try:
@@ -133,6 +247,33 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     finally:
         c.stop()
         broker.stop()
+
+
+@pytest.fixture
+def s3_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """A cluster whose broker keeps its data in s3rver: `cluster.broker.stop()` then `.start()`
+    restarts it on the same port with every topic, offset and group kept."""
+    missing = s3rver_missing()
+    if missing:
+        pytest.skip(missing)
+    try:
+        install_s3rver()  # npm install on first use, under the virtualenv
+    except ConfigError as exc:
+        pytest.fail(str(exc))
+    s3 = S3rver(tmp_path / "s3", log_path=tmp_path / "s3rver.log").start()
+    broker = LocalBroker(log_path=tmp_path / "broker.log", storage=s3)
+    c: Cluster | None = None
+    try:
+        broker.start()
+        settings = worker_settings(broker)
+        broker.create_topics(settings.topic_partitions())
+        c = Cluster(broker, settings, tmp_path)
+        yield c
+    finally:
+        if c is not None:
+            c.stop()
+        broker.stop()
+        s3.stop()
 
 
 @dataclass
