@@ -42,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import numpy as np
@@ -183,6 +183,8 @@ def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
     Measured: urllib's urljoin costs about 7 us a link, over a millisecond on a
     documentation page with 180 relative links; the common shapes (absolute, root-relative,
     path-relative) are joined here directly, with urljoin's results (tests compare them).
+    A host's pages repeat most of their links (the template's): results that depend only
+    on the base's origin and directory are kept in a bounded cache.
     """
     parts = urlsplit(base)
     scheme = parts.scheme.lower()
@@ -191,50 +193,82 @@ def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
     origin = f"{scheme}://{parts.netloc}"
     base_path = parts.path or "/"
     base_dir = base_path[: base_path.rfind("/") + 1]
+    where = origin + base_dir
+    cache = _RESOLVED
     seen: set[str] = set()
     out: list[str] = []
     for href in dict.fromkeys(hrefs):  # a page repeats hrefs: each distinct one once
-        href = href.strip()
-        if not href or href[0] == "#":
-            continue
-        if "\n" in href or "\t" in href or "\r" in href:
-            href = href.replace("\n", "").replace("\t", "").replace("\r", "")  # as browsers do
-        cut = href.find("#")
-        if cut >= 0:
-            href = href[:cut]
-        if href.startswith(("https://", "http://")):
-            url = href
-        else:
-            colon = href.find(":")
-            if colon >= 0 and not any(c in href[:colon] for c in "/?"):
-                # A scheme of its own: http(s) in capitals goes through urljoin, others are no page links.
-                if href[:colon].lower() not in ("http", "https"):
-                    continue
-                try:
-                    url = urljoin(base, href)
-                except ValueError:
-                    continue
-            elif href.startswith("//"):
-                url = f"{scheme}:{href}"
-            else:
-                if href[0] == "/":
-                    path = href
-                elif href[0] == "?":
-                    path = base_path + href
-                else:
-                    path = base_dir + href
-                if "." in path:
-                    q = path.find("?")
-                    head, tail = (path, "") if q < 0 else (path[:q], path[q:])
-                    if "/." in head or head.startswith("."):
-                        path = _remove_dots(head) + tail
-                url = origin + path
-        if url[-1] == "?" and url.find("?") == len(url) - 1:
-            url = url[:-1]  # an empty query, as urljoin drops it
-        if url not in seen:
+        # Absolute and root-relative links resolve the same from every page of the origin,
+        # relative ones from every page in the same directory.
+        url = cache.get((origin, href), _MISS)
+        if url is _MISS:
+            url = cache.get((where, href), _MISS)
+        if url is _MISS:
+            url, reuse = _resolve_href(href, base, scheme, origin, base_path, base_dir)
+            if reuse and len(href) <= _RESOLVED_MAX_CHARS:
+                if len(cache) >= _RESOLVED_MAX:
+                    cache.clear()
+                cache[(origin if reuse == _ORIGIN else where, href)] = url
+        if url is not None and url not in seen:
             seen.add(url)
             out.append(url)
     return out
+
+
+_MISS = object()
+_ORIGIN, _DIRECTORY = 1, 2  # what besides the href decided a link's URL (0: the whole base)
+_RESOLVED: dict[tuple[str, str], Any] = {}  # (origin + base directory, href) -> URL or None
+_RESOLVED_MAX = 1 << 16
+_RESOLVED_MAX_CHARS = 512
+
+
+def _resolve_href(
+    href: str, base: str, scheme: str, origin: str, base_path: str, base_dir: str
+) -> tuple[str | None, int]:
+    """One href's absolute URL (None: not a page link), and what of the base decided it:
+    _ORIGIN, _DIRECTORY, or 0 (more: the page's path or the whole base)."""
+    href = href.strip()
+    if not href or href[0] == "#":
+        return None, _ORIGIN
+    if "\n" in href or "\t" in href or "\r" in href:
+        href = href.replace("\n", "").replace("\t", "").replace("\r", "")  # as browsers do
+    cut = href.find("#")
+    if cut >= 0:
+        href = href[:cut]
+    reuse = _ORIGIN
+    if href.startswith(("https://", "http://")):
+        url = href
+    else:
+        colon = href.find(":")
+        if colon >= 0 and not any(c in href[:colon] for c in "/?"):
+            # A scheme of its own: http(s) in capitals goes through urljoin, others are no page links.
+            if href[:colon].lower() not in ("http", "https"):
+                return None, _ORIGIN
+            try:
+                url = urljoin(base, href)
+            except ValueError:
+                return None, 0
+            reuse = 0
+        elif href.startswith("//"):
+            url = f"{scheme}:{href}"
+        else:
+            if href[0] == "/":
+                path = href
+            elif href[0] == "?":
+                path = base_path + href
+                reuse = 0
+            else:
+                path = base_dir + href
+                reuse = _DIRECTORY
+            if "." in path:
+                q = path.find("?")
+                head, tail = (path, "") if q < 0 else (path[:q], path[q:])
+                if "/." in head or head.startswith("."):
+                    path = _remove_dots(head) + tail
+            url = origin + path
+    if url[-1] == "?" and url.find("?") == len(url) - 1:
+        url = url[:-1]  # an empty query, as urljoin drops it
+    return url, reuse
 
 
 def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
