@@ -44,6 +44,7 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object s)
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
     bint PyUnicode_IS_ASCII(object s)
+    void PyObject_GC_UnTrack(object o)
 
 
 ctypedef void *(*node_fn)(void *) noexcept nogil
@@ -168,22 +169,33 @@ cdef inline Py_ssize_t _space_len(const unsigned char *s, Py_ssize_t i, Py_ssize
     return 0
 
 
+# Per byte: 0 an ordinary byte, 1 ASCII whitespace, 2 the first byte of a multi-byte
+# sequence that may be whitespace (U+0085, U+00A0, U+1680, U+2000-U+3000).
+cdef unsigned char _BYTE_CLASS[256]
+for _b in range(256):
+    _BYTE_CLASS[_b] = 1 if (_b == 32 or 9 <= _b <= 13 or 28 <= _b <= 31) else 2 if _b in (0xC2, 0xE1, 0xE2, 0xE3) else 0
+
+
 cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *out) noexcept nogil:
     """" ".join(text.split()) on UTF-8 bytes; `out` has room for n bytes. Returns the length."""
     cdef Py_ssize_t i = 0, j = 0, w
     cdef bint gap = False
+    cdef unsigned char c, k
     while i < n:
-        w = _space_len(s, i, n)
-        if w:
-            gap = True
-            i += w
-            continue
+        c = s[i]
+        k = _BYTE_CLASS[c]
+        if k:
+            w = 1 if k == 1 else _space_len(s, i, n)
+            if w:
+                gap = True
+                i += w
+                continue
         if gap:
             if j:
                 out[j] = 32
                 j += 1
             gap = False
-        out[j] = s[i]
+        out[j] = c
         j += 1
         i += 1
     return j
@@ -397,6 +409,9 @@ cdef class Walker:
         length = PyLong_FromSsize_t(chars)
         Py_INCREF(length)
         PyTuple_SET_ITEM(seg, 2, length)
+        # An int, a str and an int can be in no reference cycle: keep the collector from
+        # visiting each of the page's segments (CPython untracks such tuples too, later).
+        PyObject_GC_UnTrack(seg)
         return seg
 
     cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
