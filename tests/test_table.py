@@ -323,3 +323,28 @@ def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
     assert table.pagelet_keys() == 0 and table.template_count == 3 and table.removed_since_event == 0
     restored = HostTable.from_bytes(table.to_bytes(), params)
     assert restored.state() == table.state() and restored.template_count == 3
+
+
+def test_the_compiled_observe_keeps_the_table_as_the_python_one() -> None:
+    import random
+
+    from worker import table as table_module
+
+    if table_module._OBSERVE is None:
+        pytest.skip("the compiled extension is not in use")
+    rng = random.Random(7)
+    params = TableParams(tb=3, n=5)
+    fast, slow = HostTable(params), HostTable(params)
+    pagelet_keys = [(rng.getrandbits(44) << 20) | table_module.PAGELET_TAG for _ in range(30)]
+    vocabulary = [rng.getrandbits(64) for _ in range(400)] + pagelet_keys
+    for page in range(600):
+        # A drifting template: common keys, rare ones, and keys that come and go.
+        keys = sorted({rng.choice(vocabulary[: 100 + page // 3]) for _ in range(rng.randint(0, 80))})
+        assert fast.observe(keys) == slow.observe_python(keys)
+        assert (fast.template_count, fast.added_since_event, fast.removed_since_event) == (
+            slow.template_count, slow.added_since_event, slow.removed_since_event
+        )
+        fast.take_event(EventParams())
+        slow.take_event(EventParams())
+    assert fast.to_bytes() == slow.to_bytes()
+    assert len(fast) > 0

@@ -27,7 +27,7 @@ from libc.string cimport memcmp, memcpy
 
 # worker.fastwalk uses this module only if it was built from the source it expects:
 # bump on every change of this file's Python interface.
-ABI = 4
+ABI = 5
 
 
 cdef extern from "dlfcn.h" nogil:
@@ -835,3 +835,59 @@ def nesting_estimate(str html, frozenset not_nesting):
             if depth > deepest:
                 deepest = depth
     return deepest
+
+
+# -- the per-host table's per-page update -----------------------------------------------
+
+def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t threshold,
+            int df_shift, unsigned long long tag_mask, unsigned long long tag):
+    """worker.table.HostTable.observe's work, step for step, on the table's own dicts.
+
+    entries: key -> (df << df_shift) | last page; wheel: page -> keys to look at then;
+    life[df]: pages a key of that DF lives unseen (the last entry for higher DFs).
+    Returns (the DF of each key including this page, keys of the segment table that
+    reached `threshold`, keys at or over it that expired); pagelet keys (tagged) are not
+    counted in those two.
+    """
+    cdef list dfs = []
+    cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df
+    cdef unsigned long long packed_value, last_mask = (1ULL << df_shift) - 1
+    cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1], expires, last
+    cdef object packed, bucket
+    for key in keys:
+        packed = entries.get(key)
+        if packed is None:
+            df = 1
+            due = page + life1 + 1  # a new key is scheduled once, at its expiry
+            bucket = wheel.get(due)
+            if bucket is None:
+                wheel[due] = [key]
+            else:
+                (<list>bucket).append(key)
+        else:
+            df = (<unsigned long long>packed >> df_shift) + 1
+        entries[key] = (<unsigned long long>df << df_shift) | <unsigned long long>page
+        if df == threshold and (<unsigned long long>key & tag_mask) != tag:
+            added += 1
+        dfs.append(df)
+    due_keys = wheel.pop(page, None)
+    if due_keys:
+        for key in <list>due_keys:
+            packed = entries.get(key)
+            if packed is None:
+                continue
+            packed_value = packed
+            df = packed_value >> df_shift
+            last = packed_value & last_mask
+            expires = last + (<Py_ssize_t>life[df] if df < nlife else last_life) + 1
+            if expires <= page:
+                del entries[key]
+                if df >= threshold and (<unsigned long long>key & tag_mask) != tag:
+                    removed += 1
+            else:
+                bucket = wheel.get(expires)
+                if bucket is None:
+                    wheel[expires] = [key]
+                else:
+                    (<list>bucket).append(key)
+    return dfs, added, removed

@@ -26,6 +26,7 @@ import struct
 from array import array
 from collections.abc import Sequence
 
+from worker import fastwalk
 from worker.errors import StateError
 from worker.params import EventParams, TableParams
 
@@ -43,6 +44,8 @@ _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are fl
 PAGELET_TAG_BITS = 20
 PAGELET_TAG_MASK = (1 << PAGELET_TAG_BITS) - 1
 PAGELET_TAG = 0x9E1A5
+_COMPILED = fastwalk.module()
+_OBSERVE = None if _COMPILED is None else _COMPILED.observe
 
 
 def is_pagelet_key(key: int) -> bool:
@@ -95,7 +98,23 @@ class HostTable:
         """Add one page's distinct segment keys; return each key's DF including this page.
 
         Expands the table with the page, then shrinks it by the keys that expire now.
+        The loop is compiled (worker/_walk.pyx `observe`) when the extension is in use,
+        else `observe_python` runs it: the same steps on the same dicts.
         """
+        if _OBSERVE is None:
+            return self.observe_python(keys)
+        self.pages = page = self.pages + 1
+        dfs, added, removed = _OBSERVE(
+            self._entries, self._wheel, self._life, page, keys, self.params.template_df,
+            _DF_SHIFT, PAGELET_TAG_MASK, PAGELET_TAG,
+        )
+        self.template_count += added - removed
+        self.added_since_event += added
+        self.removed_since_event += removed
+        return dfs  # type: ignore[no-any-return]  # a list of ints from the extension
+
+    def observe_python(self, keys: Sequence[int]) -> list[int]:
+        """`observe` in Python: the reference for the compiled loop."""
         self.pages = page = self.pages + 1
         entries = self._entries
         wheel = self._wheel
