@@ -228,6 +228,12 @@ def normalize(bytes data):
     return PyUnicode_DecodeUTF8(<char *>out, m, NULL)
 
 
+cdef inline void _put(object tup, Py_ssize_t i, object item):
+    """Fill item i of a new tuple (SET_ITEM takes the reference it is given)."""
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(tup, i, item)
+
+
 def _pack(bytes word):
     """An ASCII word of up to 8 bytes as one integer (little-endian)."""
     return int.from_bytes(word, "little")
@@ -401,14 +407,10 @@ cdef class Walker:
         key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.buf, path_len + 1 + plen))
         chars = PyUnicode_GET_LENGTH(text)
         chars_out[0] = chars
-        seg = PyType_GenericAlloc(self.segment_type, 3)
-        Py_INCREF(key)
-        PyTuple_SET_ITEM(seg, 0, key)
-        Py_INCREF(text)
-        PyTuple_SET_ITEM(seg, 1, text)
-        length = PyLong_FromSsize_t(chars)
-        Py_INCREF(length)
-        PyTuple_SET_ITEM(seg, 2, length)
+        seg = PyType_GenericAlloc(self.segment_type, 3)  # Segment(key, text, chars)
+        _put(seg, 0, key)
+        _put(seg, 1, text)
+        _put(seg, 2, PyLong_FromSsize_t(chars))
         # An int, a str and an int can be in no reference cycle: keep the collector from
         # visiting each of the page's segments (CPython untracks such tuples too, later).
         PyObject_GC_UnTrack(seg)
@@ -590,17 +592,11 @@ cdef class Walker:
             segs = <list>segments[i]
             if segs:
                 hrefs_of = hrefs.get(i, ()) if hrefs else ()
-                block = PyType_GenericAlloc(block_type, 4)
-                path = self.paths[i]
-                Py_INCREF(path)
-                PyTuple_SET_ITEM(block, 0, path)
-                Py_INCREF(segs)
-                PyTuple_SET_ITEM(block, 1, segs)
-                order = PyLong_FromSsize_t(k)
-                Py_INCREF(order)
-                PyTuple_SET_ITEM(block, 2, order)
-                Py_INCREF(hrefs_of)
-                PyTuple_SET_ITEM(block, 3, hrefs_of)
+                block = PyType_GenericAlloc(block_type, 4)  # Block(path, segments, order, links)
+                _put(block, 0, self.paths[i])
+                _put(block, 1, segs)
+                _put(block, 2, PyLong_FromSsize_t(k))
+                _put(block, 3, hrefs_of)
                 blocks.append(block)
                 node_of_block.append(i)
                 k += 1
