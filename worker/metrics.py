@@ -29,7 +29,7 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     page_latency_seconds            histogram: decide time per page
     template_share                  template chars / all chars over the last N clean pages
     hosts_in_state                  hosts with a live table on this worker
-    segments_in_state               segment entries over those tables
+    segments_in_state               table entries over those tables (segment and pagelet keys)
     consumer_lag{partition}         high watermark minus next offset to read
     ready                           1 when /readyz answers 200
 """
@@ -85,7 +85,9 @@ class Metrics:
             registry=r,
         )
         self.hosts = Gauge(f"{PREFIX}_hosts_in_state", "hosts with a live table on this worker", registry=r)
-        self.segments = Gauge(f"{PREFIX}_segments_in_state", "segment entries in the live tables", registry=r)
+        self.segments = Gauge(
+            f"{PREFIX}_segments_in_state", "entries (segment and pagelet keys) in the live tables", registry=r
+        )
         self.lag = Gauge(
             f"{PREFIX}_consumer_lag", "high watermark minus next offset to read", ["partition"], registry=r
         )

@@ -99,7 +99,10 @@ def replay(
         if out.clean is None:
             continue
         points.append(
-            HostPoint(table.pages, out.clean.chars, out.clean.template_chars, len(table), table.template_count)
+            HostPoint(
+                table.pages, out.clean.chars, out.clean.template_chars, len(table) - table.pagelet_keys(),
+                table.template_count,
+            )
         )
         events.extend(out.events)
     if before is None:
@@ -144,7 +147,7 @@ def build_view(
         segments=tuple(segments),
         threshold=threshold,
         table_pages=work.pages,
-        table_segments=len(work),
+        table_segments=len(work) - work.pagelet_keys(),
         template_segments=work.template_count,
         table_bytes=work.nbytes(),
         learned_page=work.learned_page,
