@@ -204,19 +204,32 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
 cdef array.array _DOUBLES = array.array("d")
 
 
-cdef bint _contains_lower(const unsigned char *s, Py_ssize_t n, const char *needle, Py_ssize_t m) noexcept:
-    """Whether the ASCII text s, lower-cased, contains the lower-case needle."""
-    cdef Py_ssize_t i, j
+cdef inline bint _matches_lower(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, const char *needle,
+                               Py_ssize_t m) noexcept:
+    """Whether the ASCII text s, lower-cased, holds the lower-case needle at `at`."""
+    cdef Py_ssize_t j
     cdef unsigned char c
-    for i in range(n - m + 1):
-        for j in range(m):
-            c = s[i + j]
-            if 65 <= c <= 90:
-                c += 32
-            if c != <unsigned char>needle[j]:
-                break
-        else:
-            return True
+    if at < 0 or at + m > n:
+        return False
+    for j in range(m):
+        c = s[at + j]
+        if 65 <= c <= 90:
+            c += 32
+        if c != <unsigned char>needle[j]:
+            return False
+    return True
+
+
+cdef bint _copyright_mark(const unsigned char *s, Py_ssize_t n) noexcept:
+    """Whether the ASCII text s holds "copyright" or "all rights reserved", in any case.
+
+    Both contain "right": one pass looks for its "g" (rare in text) and checks around it.
+    """
+    cdef Py_ssize_t i
+    for i in range(2, n - 2):
+        if s[i] | 32 == 103 and _matches_lower(s, n, i - 2, b"right", 5):  # "g"
+            if _matches_lower(s, n, i - 6, b"copyright", 9) or _matches_lower(s, n, i - 6, b"all rights reserved", 19):
+                return True
     return False
 
 
@@ -726,8 +739,7 @@ cdef class Walker:
                         hi = mid
                 if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
                     stop += 1
-        if _contains_lower(s, n, b"copyright", 9) or _contains_lower(s, n, b"all rights reserved", 19):
-            mark = True
+        mark = _copyright_mark(s, n)
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
 
