@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from worker import codec
+from worker import codec, fastwalk
 from worker.errors import ConfigError, DetemplateError
 from worker.model import DeadPage, RawPage
 from worker.params import EngineParams, add_param_argument, with_overrides
@@ -58,7 +58,7 @@ class RunSummary:
             f"template     {self.template_share:.1%} of page text removed as template",
             f"events       {sum(self.events.values()):,}"
             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(self.events.items()))})" if self.events else ""),
-            f"speed        {rate:,.0f} pages/s ({self.seconds:.1f} s)",
+            f"speed        {rate:,.0f} pages/s ({self.seconds:.1f} s; page walk {fastwalk.status()})",
         ]
         if errors:
             out.append("errors       " + ", ".join(f"{k} {v}" for k, v in self.errors.most_common()))

@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import Any
 
+from worker import fastwalk
 from worker import settings as settings_mod
 from worker.errors import DetemplateError
 from worker.params import add_param_argument
@@ -150,8 +151,10 @@ def _worker(args: argparse.Namespace) -> int:
     app, logic = build_app(settings, settings.engine_params())
     if settings.metrics_port >= 0:
         logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
-    logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s", settings.broker,
-                settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu)
+    segment = logic.params.segment
+    fastwalk.walker(segment.block_tags, segment.skip_tags)  # checked now, so the line below says the truth
+    logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
+                settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, fastwalk.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
     worker.execute_from_commandline()  # returns only via sys.exit
     return 0
