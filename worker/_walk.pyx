@@ -241,6 +241,18 @@ def normalize(bytes data):
     return PyUnicode_DecodeUTF8(<char *>out, m, NULL)
 
 
+cdef int _grow(unsigned char **buf, Py_ssize_t *cap, Py_ssize_t n) except -1:
+    """Make a malloc'ed buffer hold at least n bytes (doubling what is asked, to grow rarely)."""
+    cdef unsigned char *p
+    if n > cap[0]:
+        p = <unsigned char *>realloc(buf[0], n * 2)
+        if p == NULL:
+            raise MemoryError()
+        buf[0] = p
+        cap[0] = n * 2
+    return 0
+
+
 cdef inline void _put(object tup, Py_ssize_t i, object item):
     """Fill item i of a new tuple (SET_ITEM takes the reference it is given)."""
     Py_INCREF(item)
@@ -329,24 +341,10 @@ cdef class Walker:
             self.stop_ascii[i] = value
 
     cdef int _reserve(self, Py_ssize_t n) except -1:
-        cdef unsigned char *p
-        if n > self.cap:
-            p = <unsigned char *>realloc(self.buf, n * 2)
-            if p == NULL:
-                raise MemoryError()
-            self.buf = p
-            self.cap = n * 2
-        return 0
+        return _grow(&self.buf, &self.cap, n)
 
     cdef int _reserve_text(self, Py_ssize_t n) except -1:
-        cdef unsigned char *p
-        if n > self.text_cap:
-            p = <unsigned char *>realloc(self.text_buf, n * 2)
-            if p == NULL:
-                raise MemoryError()
-            self.text_buf = p
-            self.text_cap = n * 2
-        return 0
+        return _grow(&self.text_buf, &self.text_cap, n)
 
     cdef _Tag _tag(self, void *node, uintptr_t tid):
         """The element's name, kind and inherited bits; None for nodes that are not elements."""
