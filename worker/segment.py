@@ -1,6 +1,8 @@
 """HTML -> layout blocks -> text segments, with selectolax's lexbor parser directly.
 
-This is the hot path: one iterative walk over the lexbor tree, no intermediate DOM.
+This is the hot path: one walk over the lexbor tree, no intermediate DOM; compiled
+(worker/_walk.pyx, via worker.fastwalk) or, as its reference and fallback,
+`worker.detect.pagelevel.walk_python`.
 
 A page is cut into blocks at layout elements (`SegmentParams.block_tags`); each block
 holds the text segments directly under it, that is the visible text nodes whose
@@ -15,7 +17,6 @@ thousands of keys, so a 64-bit collision has odds near 1e-12).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
@@ -23,7 +24,7 @@ from xxhash import xxh3_64_intdigest
 from worker import fastwalk
 from worker.errors import BadInputError
 from worker.fastwalk import walker
-from worker.model import Block, Segment
+from worker.model import Block
 from worker.params import SegmentParams
 
 _TEXT = "-text"
@@ -149,16 +150,10 @@ def _component(node: LexborNode, tag: str, mode: str) -> str:
 
 # lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
 _TEXT_ID = 2
-_INLINE, _BLOCK, _SKIP, _ANCHOR = 0, 1, 2, 3  # an anchor is inline; its href goes to its block
+_INLINE, _BLOCK, _SKIP = 0, 1, 2  # layout elements start a block; skipped ones hide their subtree
 # Ids of the tags lexbor knows are small and the same in every document; a custom
 # element gets a per-document id (a pointer), which must not be cached.
 _MAX_STATIC_TAG_ID = 1 << 16
-
-
-@lru_cache(maxsize=16)
-def _tag_kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int]]:
-    """A cache tag_id -> (name, kind) for one pair of tag sets, filled as tags are met."""
-    return {}
 
 
 def segment_tree(
@@ -179,122 +174,12 @@ def segment_tree(
         if fast is not None:  # the compiled walk (worker.fastwalk): the same blocks
             fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False)
             return fast_blocks
-    block_tags = params.block_tags
-    skip_tags = params.skip_tags
-    kinds = _tag_kinds(block_tags, skip_tags)
-    kinds_get = kinds.get
-    mode = params.path_mode
-    by_tag = mode == "tag"
-    max_depth = params.max_depth
-    budget = params.max_nodes  # elements left before the page is too big
-    blocks: list[tuple[str, list[Segment]]] = []
-    parents: list[int] = []  # each block's enclosing block (-1 for the root's)
-    anchors: list[tuple[int, str]] = []  # (block, href) of every <a href>, in document order
-    new_segment = tuple.__new__  # Segment(...), Block(...) without the NamedTuples' Python-level __new__
-    hash64 = xxh3_64_intdigest
+    # The Python form of the walk is the page-level model's (same blocks, keys and
+    # limits; tests/test_pagelevel.py and tests/test_fastwalk.py hold them equal): one
+    # walk to keep, not two. It runs for --html, the class path modes, or no extension.
+    from worker.detect.pagelevel import walk_python
 
-    # Measured: a recursive walk over lexbor's child iterator is 20-25% faster than an
-    # explicit stack of (node, path, block) tuples; recursion is bounded by max_depth.
-    # Dispatch is on the integer tag_id, cached per tag: cheaper than the tag name.
-    def visit(node: LexborNode, path: str, segs: list[Segment], blk: int, depth: int) -> None:
-        nonlocal budget
-        if depth >= max_depth:
-            raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
-        append = segs.append
-        for child in node.iter(include_text=True, skip_empty=True):
-            tid = child.tag_id
-            if tid == _TEXT_ID:
-                raw = child.text_content
-                if raw:
-                    text = " ".join(raw.split())
-                    if text:
-                        key = hash64(f"{path}\x00{text}".encode())
-                        append(new_segment(Segment, (key, text, len(text))))
-                        if text_nodes is not None:
-                            text_nodes.append((child, key))
-                continue
-            info = kinds_get(tid)
-            if info is None:
-                tag = child.tag
-                if tag is None or tag[0] == "-":
-                    continue  # comments, processing instructions
-                info = (tag, _kind(tag, block_tags, skip_tags))
-                if tid < _MAX_STATIC_TAG_ID:
-                    kinds[tid] = info
-            tag, kind = info
-            if kind == _INLINE:
-                budget -= 1
-                if budget < 0:
-                    raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
-            elif kind == _SKIP:
-                continue  # invisible subtrees: script, style, template...
-            else:
-                budget -= 1
-                if budget < 0:
-                    raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
-                if kind == _ANCHOR:
-                    href = child.attrs.get("href")
-                    if href:
-                        anchors.append((blk, href))
-            first = child.first_child
-            if first is None:
-                continue  # an empty element (img, br, input...) holds no text
-            child_path = f"{path}/{tag}" if by_tag else f"{path}/{_component(child, tag, mode)}"
-            if kind == _BLOCK:
-                own: list[Segment] = []
-                target_blk = len(blocks)
-                blocks.append((child_path, own))
-                parents.append(blk)
-                target = own
-            else:
-                target = segs
-                target_blk = blk
-            if first.next is None and first.tag_id == _TEXT_ID:
-                # The most common leaf, <a>text</a> or <li>text</li>: no call, no iterator.
-                raw = first.text_content
-                if raw:
-                    text = " ".join(raw.split())
-                    if text:
-                        key = hash64(f"{child_path}\x00{text}".encode())
-                        target.append(new_segment(Segment, (key, text, len(text))))
-                        if text_nodes is not None:
-                            text_nodes.append((first, key))
-                continue
-            visit(child, child_path, target, target_blk, depth + 1)
-
-    tag = root.tag or "html"
-    root_path = tag if by_tag else _component(root, tag, mode)
-    root_segs: list[Segment] = []
-    blocks.append((root_path, root_segs))
-    parents.append(-1)
-    visit(root, root_path, root_segs, 0, 1)
-    return _blocks([b[0] for b in blocks], [b[1] for b in blocks], parents, anchors)
-
-
-def _blocks(
-    paths: list[str], segments: list[list[Segment]], parents: list[int], anchors: list[tuple[int, str]]
-) -> list[Block]:
-    """The text-bearing blocks, numbered in document order, each with its links."""
-    new_block = tuple.__new__  # Block(...) without the NamedTuple's Python-level __new__
-    if not anchors:
-        return [
-            new_block(Block, (path, segs, i, ()))
-            for i, (path, segs) in enumerate((p, s) for p, s in zip(paths, segments, strict=True) if s)
-        ]
-    links = block_links([bool(segs) for segs in segments], parents, anchors)
-    out: list[Block] = []
-    for old, (path, segs) in enumerate(zip(paths, segments, strict=True)):
-        if segs:
-            out.append(new_block(Block, (path, segs, len(out), links.get(old, ()))))
-    return out
-
-
-def _kind(tag: str, block_tags: frozenset[str], skip_tags: frozenset[str]) -> int:
-    if tag in skip_tags:
-        return _SKIP
-    if tag in block_tags:
-        return _BLOCK
-    return _ANCHOR if tag == "a" else _INLINE
+    return walk_python(tree, params, text_nodes).blocks
 
 
 def block_links(has_text: list[bool], parents: list[int], anchors: list[tuple[int, str]]) -> dict[int, list[str]]:
