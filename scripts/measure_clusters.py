@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from xxhash import xxh3_64_intdigest
 
 from worker.detect.clusters import (
+    BatchParams,
     ClusterParams,
     HostClusters,
-    StreamParams,
     cluster_pages,
     page_paths,
 )
@@ -125,7 +125,7 @@ def cmd_purity(args: argparse.Namespace) -> None:
         for feat in args.features:
             feats = [page_paths(b, feat) for _, b in pages]
             for method in args.methods:
-                r = cluster_pages(feats, ClusterParams(method=method, features=feat, min_support=args.min_support))
+                r = cluster_pages(feats, BatchParams(method=method, features=feat, min_support=args.min_support))
                 pur, inv = purity(r.labels, types)
                 sizes = [len(c.members) for c in r.clusters]
                 print(
@@ -148,7 +148,7 @@ def cmd_compare(args: argparse.Namespace) -> None:
         feats = [page_paths(b, args.features[0]) for _, b in pages]
         labels_of = {}
         for method in args.methods:
-            cp = ClusterParams(method=method, features=args.features[0], min_support=args.min_support)
+            cp = BatchParams(method=method, features=args.features[0], min_support=args.min_support)
             secs = float("inf")
             for _ in range(args.repeat):  # time without tracemalloc: best of --repeat runs
                 gc.collect()
@@ -207,9 +207,41 @@ def _agree(ref: Sequence[int] | None, labels_of: dict[str, Sequence[int]]) -> di
     return out
 
 
-def stream_labels(pages: list[tuple[int, list]], sparams: StreamParams) -> list[int]:
+def stream_labels(pages: list[tuple[int, list]], sparams: ClusterParams) -> list[int]:
     hc = HostClusters(sparams)
     return [hc.assign(page_paths(b, sparams.features)).cid for _, b in pages]
+
+
+def cmd_engine(args: argparse.Namespace) -> None:
+    """Purity of the cluster ids the engine's clean pages carry (process_page, defaults + overrides)."""
+    from worker.params import with_overrides
+    from worker.pipeline import process_page
+    from worker.state.memory import MemoryStore
+
+    for thr in args.thresholds:
+        for follow in (False, True) if args.follow else (False,):
+            params = with_overrides(EngineParams(), [f"clusters.threshold={thr}", f"clusters.follow={follow}"])
+            cells = []
+            fs = []
+            for name in TYPED:
+                corpus = load_corpus(Path(args.corpora) / name)
+                store = MemoryStore()
+                labels, types, events = [], [], 0
+                for page in corpus.pages:
+                    out = process_page(page, store, params)
+                    events += sum(1 for e in out.events if e.type == "template.cluster_new")
+                    if out.cluster is not None:
+                        labels.append(out.cluster)
+                        types.append(URL_TYPES[name](page.url))
+                pur, inv = purity(labels, types)
+                fs.append(2 * pur * inv / (pur + inv))
+                cells.append(
+                    f"{name}: {len(set(labels))} clusters, {events} new-cluster events, "
+                    f"purity {pur:.3f} inverse {inv:.3f}"
+                )
+            print(f"threshold {thr} follow {follow}: mean F(purity, inverse) {sum(fs) / len(fs):.3f}")
+            for c in cells:
+                print("   " + c)
 
 
 def cmd_stream(args: argparse.Namespace) -> None:
@@ -220,7 +252,7 @@ def cmd_stream(args: argparse.Namespace) -> None:
         types = [URL_TYPES[name](corpus.pages[i].url) for i, _ in pages]
         for feat in args.features:
             for thr in args.thresholds:
-                sparams = StreamParams(features=feat, threshold=thr, follow=args.follow)
+                sparams = ClusterParams(features=feat, threshold=thr, follow=args.follow)
                 labels = stream_labels(pages, sparams)
                 pur, inv = purity(labels, types)
                 print(
@@ -235,7 +267,7 @@ def run_f1(
     corpus: Corpus,
     mode: str,
     params: EngineParams,
-    sparams: StreamParams,
+    sparams: ClusterParams,
     essential_df: int = 0,
     feature_segment: SegmentParams | None = None,
 ) -> dict[str, str]:
@@ -290,7 +322,7 @@ def run_f1(
                 mode_ = mode.removesuffix("_random")
             else:
                 mode_ = mode
-            for cid in a.dropped:
+            for cid, _, _ in a.dropped:
                 tables.pop(f"{page.host}\x1f{cid}", None)
             ct = table(f"{page.host}\x1f{a.cid}")
             cl_t, cl_warm = template_keys(ct, keys)
@@ -314,7 +346,7 @@ def run_f1(
     return kept
 
 
-def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: StreamParams) -> dict[str, str]:
+def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: ClusterParams) -> dict[str, str]:
     """Kept text per URL through worker.pipeline.decide (whatever detector it runs now).
 
     mode: pipe_host (one table per host), pipe_cluster (one per host and cluster),
@@ -348,7 +380,7 @@ def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: St
             hc = assigners[page.host] = HostClusters(sparams)
         a = hc.assign(page_paths(blocks, sparams.features))
         cid = xxh3_64_intdigest(page.url.encode()) % 3 if mode.endswith("_random") else a.cid
-        for gone in a.dropped:
+        for gone, _, _ in a.dropped:
             tables.pop(f"{page.host}\x1f{gone}", None)
         cl_out = decide(page, table(f"{page.host}\x1f{cid}"), params)
         if cl_out.clean is None:
@@ -368,7 +400,7 @@ def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: St
 
 def cmd_f1(args: argparse.Namespace) -> None:
     params = EngineParams()
-    sparams = StreamParams(
+    sparams = ClusterParams(
         features=args.features[0], threshold=args.thresholds[0], max_clusters=args.max_clusters, follow=args.follow
     )
     results: dict[str, list[float]] = {}
@@ -390,7 +422,7 @@ def cmd_f1(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["purity", "compare", "stream", "f1"])
+    ap.add_argument("what", choices=["purity", "compare", "stream", "engine", "f1"])
     ap.add_argument("--corpora", default=str(Path(__file__).resolve().parents[2] / "shared" / "corpora"))
     ap.add_argument("--features", nargs="+", default=["blocks", "segments", "both"])
     ap.add_argument("--methods", nargs="+", default=["mdl", "minhash", "lsh"])
@@ -406,7 +438,9 @@ def main() -> None:
     ap.add_argument("--min-support", type=int, default=2)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    {"purity": cmd_purity, "compare": cmd_compare, "stream": cmd_stream, "f1": cmd_f1}[args.what](args)
+    {"purity": cmd_purity, "compare": cmd_compare, "stream": cmd_stream, "engine": cmd_engine, "f1": cmd_f1}[args.what](
+        args
+    )
 
 
 if __name__ == "__main__":

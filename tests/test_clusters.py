@@ -17,13 +17,15 @@ from hypothesis import strategies as st
 
 from tests.factories import SitePage, make_site, write_jsonl
 from worker.cli import main
+from worker.codec import encode_clean
 from worker.detect.clusters import (
+    EVICTED,
+    EXPIRED,
     FEATURES,
     METHODS,
-    ClusterParams,
+    BatchParams,
     HostClusters,
     MinHasher,
-    StreamParams,
     band_hashes,
     cluster_pages,
     clustering_cost,
@@ -33,8 +35,11 @@ from worker.detect.clusters import (
     support,
 )
 from worker.errors import ConfigError, StateError
-from worker.params import SegmentParams
+from worker.model import Outcome
+from worker.params import ClusterParams, EngineParams, SegmentParams
+from worker.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide
 from worker.segment import segment_html
+from worker.table import HostTable, is_tagged_key
 
 HOST = "mixed.example"
 
@@ -112,13 +117,13 @@ def test_cost_counts_by_hand() -> None:
 def test_mdl_cost_decreases_monotonically_and_matches_brute_force(method: str) -> None:
     pages, _ = mixed_host(16)
     feats = features(pages, "both", "tag_class")
-    result = cluster_pages(feats, ClusterParams(method=method))
+    result = cluster_pages(feats, BatchParams(method=method))
     costs = result.costs
     # TEXT-HASH and LSH first merge pages with equal signatures (one step), then by MDL.
     assert len(costs) >= (3 if method == "mdl" else 2)
     assert all(later < earlier for earlier, later in pairwise(costs))
     # The incremental cost equals the cost of the final labels computed from scratch.
-    ess = noncontent_paths(feats, ClusterParams().min_support)
+    ess = noncontent_paths(feats, BatchParams().min_support)
     assert clustering_cost(ess, result.labels).bits == pytest.approx(costs[-1], rel=1e-9, abs=1e-6)
     # Template paths are exactly the non-content paths of more than half the members.
     for cluster in result.clusters:
@@ -133,7 +138,7 @@ def test_mdl_cost_decreases_monotonically_and_matches_brute_force(method: str) -
     st.integers(1, 3),
 )
 def test_any_input_costs_fall_and_match_brute_force(pages: list[frozenset[int]], method: str, min_support: int) -> None:
-    result = cluster_pages(pages, ClusterParams(method=method, min_support=min_support))
+    result = cluster_pages(pages, BatchParams(method=method, min_support=min_support))
     assert all(later < earlier for earlier, later in pairwise(result.costs))
     ess = noncontent_paths(pages, min_support)
     assert clustering_cost(ess, result.labels).bits == pytest.approx(result.costs[-1], rel=1e-9, abs=1e-6)
@@ -145,7 +150,7 @@ def test_mdl_greedy_stops_at_a_local_minimum() -> None:
     pages, _ = mixed_host(8)
     feats = features(pages)
     ess = noncontent_paths(feats, 2)
-    result = cluster_pages(feats, ClusterParams(method="mdl"))
+    result = cluster_pages(feats, BatchParams(method="mdl"))
     labels = list(result.labels)
     final = clustering_cost(ess, labels).bits
     k = len(result.clusters)
@@ -163,7 +168,7 @@ def test_mdl_greedy_stops_at_a_local_minimum() -> None:
 def test_two_layouts_on_one_host_are_separated(method: str, kind: str) -> None:
     pages, truth = mixed_host(24)
     # Class names are what tell the factory's layouts apart; tag-only paths are the same.
-    result = cluster_pages(features(pages, kind, "tag_class"), ClusterParams(method=method, features=kind))
+    result = cluster_pages(features(pages, kind, "tag_class"), BatchParams(method=method, features=kind))
     assert purity(result.labels, truth) == 1.0
     # ... and not by cutting everything into singletons: each layout is mostly one cluster.
     assert len(result.clusters[0].members) >= 20
@@ -173,7 +178,7 @@ def test_two_layouts_on_one_host_are_separated(method: str, kind: str) -> None:
 def test_hash_variants_score_fewer_pairs_than_text_mdl() -> None:
     pages, _ = mixed_host(24)
     feats = features(pages, "both", "tag_class")
-    evals = {m: cluster_pages(feats, ClusterParams(method=m)).pair_evaluations for m in METHODS}
+    evals = {m: cluster_pages(feats, BatchParams(method=m)).pair_evaluations for m in METHODS}
     n = len(pages)
     assert evals["mdl"] >= n * (n - 1) // 2
     assert evals["minhash"] < evals["mdl"]
@@ -184,23 +189,23 @@ def test_clustering_is_deterministic_and_handles_tiny_inputs() -> None:
     pages, _ = mixed_host(6)
     feats = features(pages)
     for method in METHODS:
-        a = cluster_pages(feats, ClusterParams(method=method))
-        b = cluster_pages(list(feats), ClusterParams(method=method))
+        a = cluster_pages(feats, BatchParams(method=method))
+        b = cluster_pages(list(feats), BatchParams(method=method))
         assert a == b
-        assert cluster_pages([], ClusterParams(method=method)).clusters == ()
-        one = cluster_pages(feats[:1], ClusterParams(method=method))
+        assert cluster_pages([], BatchParams(method=method)).clusters == ()
+        one = cluster_pages(feats[:1], BatchParams(method=method))
         assert one.labels == (0,) and one.costs[-1] == one.costs[0]
 
 
 def test_params_are_validated() -> None:
     with pytest.raises(ConfigError):
-        ClusterParams(method="kmeans")
+        BatchParams(method="kmeans")
     with pytest.raises(ConfigError):
-        ClusterParams(bands=0)
+        BatchParams(bands=0)
     with pytest.raises(ConfigError):
-        StreamParams(threshold=0.0)
+        ClusterParams(threshold=0.0)
     with pytest.raises(ConfigError):
-        StreamParams(max_clusters=0)
+        ClusterParams(max_clusters=0)
 
 
 # -- MinHash and LSH --------------------------------------------------------------------------
@@ -251,7 +256,7 @@ def test_lsh_candidate_pairs_contain_the_truly_similar_pairs() -> None:
 # -- the streaming assigner -------------------------------------------------------------------
 
 
-def stream(pages: list[SitePage], params: StreamParams) -> tuple[HostClusters, list[int]]:
+def stream(pages: list[SitePage], params: ClusterParams) -> tuple[HostClusters, list[int]]:
     hc = HostClusters(params)
     sp = SegmentParams(path_mode="tag_class")
     cids = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], params.features)).cid for p in pages]
@@ -260,7 +265,7 @@ def stream(pages: list[SitePage], params: StreamParams) -> tuple[HostClusters, l
 
 def test_stream_assigner_separates_layouts_and_is_deterministic() -> None:
     pages, truth = mixed_host(20)
-    params = StreamParams()
+    params = ClusterParams()
     hc1, cids1 = stream(pages, params)
     hc2, cids2 = stream(pages, params)
     assert cids1 == cids2
@@ -271,7 +276,7 @@ def test_stream_assigner_separates_layouts_and_is_deterministic() -> None:
 
 def test_stream_assigner_reports_new_clusters() -> None:
     pages, _ = mixed_host(4)
-    hc = HostClusters(StreamParams())
+    hc = HostClusters(ClusterParams())
     sp = SegmentParams(path_mode="tag_class")
     news = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], "blocks")).new for p in pages]
     assert news == [True, True, False, False, False, False, False, False]
@@ -283,7 +288,7 @@ def random_page(rng: random.Random, kind: int) -> set[int]:
 
 
 def test_stream_assigner_is_bounded_and_expires() -> None:
-    params = StreamParams(max_clusters=3, ttl_pages=10)
+    params = ClusterParams(max_clusters=3, ttl_pages=10)
     hc = HostClusters(params)
     rng = random.Random(1)
     seen = []
@@ -298,14 +303,14 @@ def test_stream_assigner_is_bounded_and_expires() -> None:
     for _ in range(11):
         hc.assign(random_page(rng, 1))
     a = hc.assign(random_page(rng, 1))
-    assert first in a.dropped or first not in {c.cid for c in hc.clusters}
+    assert first in {d[0] for d in a.dropped} or first not in {c.cid for c in hc.clusters}
     assert first not in {c.cid for c in hc.clusters}
     back = hc.assign(random_page(rng, 0))
     assert back.new and back.cid != first
 
 
 def test_stream_assigner_round_trips_through_bytes() -> None:
-    params = StreamParams(max_clusters=4, ttl_pages=50)
+    params = ClusterParams(max_clusters=4, ttl_pages=50)
     rng = random.Random(2)
     pages = [random_page(rng, rng.randrange(6)) for _ in range(120)]
     whole = HostClusters(params)
@@ -322,7 +327,7 @@ def test_stream_assigner_round_trips_through_bytes() -> None:
 
 
 def test_stream_state_rejects_bad_bytes() -> None:
-    params = StreamParams()
+    params = ClusterParams()
     hc = HostClusters(params)
     hc.assign({1, 2, 3})
     data = hc.to_bytes()
@@ -331,9 +336,122 @@ def test_stream_state_rejects_bad_bytes() -> None:
     with pytest.raises(StateError):
         HostClusters.from_bytes(data[:-3], params)
     with pytest.raises(StateError):
-        HostClusters.from_bytes(data, StreamParams(num_perm=32, bands=8))
+        HostClusters.from_bytes(data, ClusterParams(num_perm=32, bands=8))
     with pytest.raises(StateError):
         HostClusters.from_bytes(b"", params)
+
+
+def test_replay_repeats_assign_from_cid_and_signature() -> None:
+    for follow in (False, True):
+        params = ClusterParams(max_clusters=3, ttl_pages=15, follow=follow)
+        rng = random.Random(5)
+        pages = [random_page(rng, rng.randrange(5)) for _ in range(150)]
+        live = HostClusters(params)
+        replayed = HostClusters(params)
+        for p in pages:
+            a = live.assign(p)
+            # The signature travels only when the state took it in: a new cluster, or follow.
+            assert bool(a.signature) == (a.new or follow)
+            replayed.replay(a.cid, a.signature)
+            assert replayed.to_bytes() == live.to_bytes()
+        with pytest.raises(StateError):
+            replayed.replay(replayed.next_id + 3, b"")  # a cluster it never opened
+
+
+# -- in the engine: cluster ids, events, state --------------------------------------------------
+
+
+def engine_run(pages: list[SitePage], params: EngineParams) -> tuple[HostTable, list[Outcome]]:
+    table = HostTable(params.table)
+    return table, [decide(p.page, table, params) for p in pages]
+
+
+def test_engine_puts_each_page_type_in_its_own_cluster_and_says_so() -> None:
+    pages, truth = mixed_host(20)
+    table, outs = engine_run(pages, EngineParams())
+    cids = [o.cluster for o in outs]
+    assert all(o.clean is not None and o.clean.cluster == o.cluster for o in outs)
+    assert None not in cids and purity(cids, truth) == 1.0 and len(set(cids)) == 2
+    # The host's first page type is no event; the second is one, on its first page.
+    news = [e for o in outs for e in o.events if e.type == CLUSTER_NEW]
+    assert len(news) == 1 and news[0].url == pages[1].page.url and news[0].cluster == cids[1]
+    assert news[0].details["clusters"] == 2 and 0.0 <= news[0].details["similarity"] < 0.8
+    # The table's own events carry the cluster of the page that caused them.
+    learned = [e for o in outs for e in o.events if e.type == "template.learned"]
+    assert learned and all(e.cluster is not None for e in learned)
+    rec = json.loads(encode_clean(outs[3].clean))  # type: ignore[arg-type]
+    assert rec["cluster"] == cids[3]
+    # The assigner's state is kept with the table and survives its bytes.
+    restored = HostTable.from_bytes(table.to_bytes(), EngineParams().table)
+    assert restored.to_bytes() == table.to_bytes() and isinstance(restored.clusters, bytes)
+    more = make_site(HOST, 3, seed=3, layout="blog")
+    assert decide(more[0].page, restored, EngineParams()).cluster == cids[0]
+
+
+def test_engine_with_clusters_off_writes_no_cluster() -> None:
+    params = EngineParams(clusters=ClusterParams(enabled=False))
+    pages, _ = mixed_host(6)
+    table, outs = engine_run(pages, params)
+    assert all(o.cluster is None and o.clean is not None and o.clean.cluster is None for o in outs)
+    assert table.clusters is None
+    assert "cluster" not in json.loads(encode_clean(outs[0].clean))  # type: ignore[arg-type]
+    assert not any(e.type.startswith("template.cluster") for o in outs for e in o.events)
+    # Cluster ids do not touch the verdicts unless clusters.statistics is on.
+    _, with_ids = engine_run(pages, EngineParams())
+    assert [o.clean.text for o in outs] == [o.clean.text for o in with_ids]  # type: ignore[union-attr]
+
+
+def test_engine_drops_clusters_with_events() -> None:
+    params = EngineParams(clusters=ClusterParams(max_clusters=1))
+    pages, _ = mixed_host(4)
+    _, outs = engine_run(pages, params)
+    dropped = [e for o in outs for e in o.events if e.type == CLUSTER_DROPPED]
+    # One cluster allowed and two layouts alternating: every page after the first evicts.
+    assert len(dropped) == len(pages) - 1
+    assert all(e.details["reason"] == EVICTED and e.details["clusters"] == 1 for e in dropped)
+    assert [e.details["dropped_cluster"] for e in dropped] == list(range(len(pages) - 1))
+    params = EngineParams(clusters=ClusterParams(ttl_pages=3))
+    blog = make_site(HOST, 8, seed=3, layout="blog")
+    news, _ = mixed_host(1)
+    _, outs = engine_run([news[1], *blog], params)  # the news page type is not seen again
+    expired = [e for o in outs for e in o.events if e.type == CLUSTER_DROPPED]
+    assert len(expired) == 1 and expired[0].details["reason"] == EXPIRED and expired[0].details["cluster_pages"] == 1
+    assert expired[0].page_no == 5  # unseen for more than 3 of the host's pages
+
+
+def test_cluster_statistics_count_each_segment_under_its_cluster() -> None:
+    params = EngineParams(clusters=ClusterParams(statistics=True))
+    pages, _ = mixed_host(8)
+    table, outs = engine_run(pages, params)
+    for o in outs:
+        n = sum(1 for k in o.applied if not is_tagged_key(k))
+        assert o.applied[len(o.applied) - n :] == tuple(cluster_keys(list(o.applied[:n]), o.cluster))  # type: ignore[arg-type]
+    # The cluster keys of one page type reach DF 8 (its 8 pages), while segments the two
+    # types share reach 16; the host's events count segment keys only, as with statistics off.
+    last = outs[-1].applied
+    n = sum(1 for k in last if not is_tagged_key(k))
+    assert max(table.df(k) for k in last[len(last) - n :]) == 8
+    assert max(table.df(k) for k in last[:n]) == 16
+    off_table, off_outs = engine_run(pages, EngineParams())
+    assert table.template_count == off_table.template_count
+    assert [e.details for o in outs for e in o.events] == [e.details for o in off_outs for e in o.events]
+
+
+def test_table_bytes_with_a_bad_cluster_section_are_refused() -> None:
+    pages, _ = mixed_host(3)
+    table, _ = engine_run(pages, EngineParams())
+    data = table.to_bytes()
+    assert data[HostTable(EngineParams().table).nbytes() + 16 * len(table) : ][:4] == b"DTC1"
+    with pytest.raises(StateError):
+        HostTable.from_bytes(data[: len(data) - len(table.clusters.to_bytes())] + b"JUNK", EngineParams().table)
+    # A state written before clusters existed (no section) loads; the host starts its clusters.
+    bare = HostTable.from_bytes(data[: len(data) - len(table.clusters.to_bytes())], EngineParams().table)
+    assert bare.clusters is None
+    assert decide(pages[0].page, bare, EngineParams()).cluster == 0
+    # A cluster section these params cannot read (another num_perm) starts the clusters again.
+    other = EngineParams(clusters=ClusterParams(num_perm=32, bands=8))
+    t2 = HostTable.from_bytes(data, other.table)
+    assert decide(pages[0].page, t2, other).cluster == 0
 
 
 # -- the command -------------------------------------------------------------------------------

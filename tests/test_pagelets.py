@@ -299,10 +299,10 @@ def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None
     assert count == 3 and [p.order for p in sketches] == [0, 2]
     assert [(p.first, p.end) for p in sketches] == [(0, 5), (6, 7)]
     assert [pagelet_path(tree, p) for p in sketches] == ["html/body/div/ul", "html/body/footer"]  # type: ignore[arg-type]
-    from worker.table import is_pagelet_key
+    from worker.table import is_tagged_key
 
     assert [len(p.keys) for p in sketches] == [4, 4]
-    assert all(is_pagelet_key(k) for p in sketches for k in p.keys)
+    assert all(is_tagged_key(k) for p in sketches for k in p.keys)
     # min_anchor_share: the footer ("A B mail", all of it link text) and the menu qualify.
     assert len(page_sketches(tree, PageletParams(min_anchor_share=1.0))[1]) == 2  # type: ignore[arg-type]
     # With k = 6 no child of body holds 6 links: body is the one pagelet (as html/body above).
@@ -399,7 +399,7 @@ def test_pagelet_signal_marks_navigation_not_articles_on_generated_sites() -> No
             assert all(g in kept for g in sp.gold_blocks), layout  # no article text is lost to a pagelet
             for b in out.clean.blocks:
                 assert b.method != METHOD_PAGELET or b.verdict == TEMPLATE
-        assert table.pagelet_keys() > 0
+        assert table.tagged_keys() > 0
 
 
 def test_pagelet_signal_command_scores_both(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

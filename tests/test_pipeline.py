@@ -12,7 +12,7 @@ from tests.factories import interleave, make_page, make_site, norm
 from worker.codec import encode_clean, encode_dead, encode_event
 from worker.model import CONTENT, METHOD_COLD, METHOD_TABLE, TEMPLATE, Outcome
 from worker.params import EngineParams
-from worker.pipeline import decide, process_page
+from worker.pipeline import decide, process_page, replay_cluster
 from worker.state import MemoryStore
 from worker.state.rocks import RocksStore
 from worker.table import HostTable
@@ -151,9 +151,12 @@ def test_replaying_applied_keys_rebuilds_the_table() -> None:
     table, outcomes = run(pages)
     rebuilt = HostTable(PARAMS.table)
     for out in outcomes:
+        assert out.cluster is not None  # clusters are on by default
+        replay_cluster(rebuilt, out.cluster, out.cluster_signature, PARAMS.clusters)
         rebuilt.observe(list(out.applied))
         rebuilt.take_event(PARAMS.events)
     assert rebuilt.to_bytes() == table.to_bytes()
+    assert table.clusters is not None and len(table.clusters.clusters) >= 1
 
 
 def _body_text(html: str) -> str:
@@ -264,7 +267,7 @@ def test_pagelet_events_list_the_template_pagelets_of_the_page() -> None:
 
     site = make_site("pl.example", 40, seed=5, redesign=25)
     table, outcomes = run(site, EVENTS)
-    assert table.pagelet_keys() > 0
+    assert table.tagged_keys() > 0
     events = [(i, e) for i, out in enumerate(outcomes) for e in out.events]
     assert [e.type for _, e in events] == ["template.learned", "template.changed"]
     for i, e in events:
@@ -299,18 +302,24 @@ def test_pagelet_keys_do_not_change_verdicts_or_template_counts() -> None:
         assert set(a.applied) < set(b.applied) or not b.events  # the pagelet keys come on top
 
 
-def test_replaying_applied_keys_with_pagelets_rebuilds_the_table() -> None:
-    from worker.table import is_pagelet_key
+def test_replaying_applied_keys_with_pagelets_and_cluster_statistics_rebuilds_the_table() -> None:
+    from worker.table import is_tagged_key
 
+    params = dataclasses.replace(SIGNAL, clusters=dataclasses.replace(SIGNAL.clusters, statistics=True))
     pages = make_site("replay-pl.example", 40, seed=9, redesign=25)
-    table, outcomes = run(pages, SIGNAL)
+    table, outcomes = run(pages, params)
     rebuilt = HostTable(PARAMS.table)
     for out in outcomes:
         keys = list(out.applied)
-        n = sum(1 for k in keys if not is_pagelet_key(k))
-        # Segment keys sorted, then pagelet keys sorted, each distinct.
-        assert keys[:n] == sorted(set(keys[:n])) and keys[n:] == sorted(set(keys[n:]))
-        assert all(is_pagelet_key(k) for k in keys[n:])
+        n = sum(1 for k in keys if not is_tagged_key(k))
+        # Segment keys sorted and distinct, then the tagged ones: pagelet keys sorted,
+        # then one cluster key per segment key.
+        assert keys[:n] == sorted(set(keys[:n])) and len(keys) >= 2 * n
+        assert all(is_tagged_key(k) for k in keys[n:])
+        pl = keys[n : len(keys) - n]
+        assert pl == sorted(set(pl))
+        assert out.cluster is not None
+        replay_cluster(rebuilt, out.cluster, out.cluster_signature, params.clusters)
         rebuilt.observe(keys)
         rebuilt.take_event(PARAMS.events)
     assert rebuilt.to_bytes() == table.to_bytes()

@@ -194,7 +194,7 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     for offset, sp in enumerate(site):  # what the worker's agent does for each page
         out = decide(sp.page, table, params)
         table.source_offset = offset
-        for key, value in layout.records(HOST, table, out.applied):
+        for key, value in layout.records(HOST, table, out):
             db[key] = value
     db.close()
 

@@ -292,19 +292,19 @@ def test_redesign_fires_template_changed_after_it() -> None:
 
 
 def _pagelet_key(n: int) -> int:
-    from worker.table import PAGELET_TAG, PAGELET_TAG_BITS
+    from worker.table import TAG, TAG_BITS
 
-    return (n << PAGELET_TAG_BITS) | PAGELET_TAG
+    return (n << TAG_BITS) | TAG
 
 
 def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
-    from worker.table import is_pagelet_key
+    from worker.table import is_tagged_key
 
     params = TableParams(template_df=3, tb=2, n=2.0)
     table = HostTable(params)
     segs = [11, 12, 13]
     pls = [_pagelet_key(1), _pagelet_key(2)]
-    assert all(is_pagelet_key(k) for k in pls) and not any(is_pagelet_key(k) for k in segs)
+    assert all(is_tagged_key(k) for k in pls) and not any(is_tagged_key(k) for k in segs)
     brute = BruteForceTable(params)
     for _ in range(3):
         assert table.observe(segs + pls) == brute.observe(segs + pls)
@@ -314,13 +314,13 @@ def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
     event = table.take_event(EventParams(min_template_segments=3))
     assert event is not None and event[0] == "template.learned"
     assert event[1]["template_segments"] == 3 and event[1]["table_segments"] == 3
-    assert table.pagelet_keys() == 2 and len(table) == 5
+    assert table.tagged_keys() == 2 and len(table) == 5
     # Both kinds expire alike; an expiring template pagelet key removes no template segment.
     for _ in range(60):
         table.observe(segs)
         brute.observe(segs)
     assert table.state() == {k: v for k, v in brute.entries.items()}
-    assert table.pagelet_keys() == 0 and table.template_count == 3 and table.removed_since_event == 0
+    assert table.tagged_keys() == 0 and table.template_count == 3 and table.removed_since_event == 0
     restored = HostTable.from_bytes(table.to_bytes(), params)
     assert restored.state() == table.state() and restored.template_count == 3
 
@@ -335,7 +335,7 @@ def test_the_compiled_observe_keeps_the_table_as_the_python_one() -> None:
     rng = random.Random(7)
     params = TableParams(tb=3, n=5)
     fast, slow = HostTable(params), HostTable(params)
-    pagelet_keys = [(rng.getrandbits(44) << 20) | table_module.PAGELET_TAG for _ in range(30)]
+    pagelet_keys = [(rng.getrandbits(44) << 20) | table_module.TAG for _ in range(30)]
     vocabulary = [rng.getrandbits(64) for _ in range(400)] + pagelet_keys
     for page in range(600):
         # A drifting template: common keys, rare ones, and keys that come and go.

@@ -247,7 +247,7 @@ def host_states(corpus: Corpus, store: MemoryStore) -> list[HostState]:
     for host in sorted(page_count, key=lambda h: (-page_count[h], h)):
         table = store.get(host)
         size = len(table.to_bytes()) if table is not None else 0
-        segments = len(table) - table.pagelet_keys() if table is not None else 0
+        segments = len(table) - table.tagged_keys() if table is not None else 0
         states.append(HostState(corpus.name, host, page_count[host], segments, size, page_bytes[host]))
     return states
 

@@ -42,6 +42,10 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
         "url": page.url,
         "host": page.host,
         "page_no": page.page_no,
+    }
+    if page.cluster is not None:
+        out["cluster"] = page.cluster
+    out |= {
         "text": page.text,
         "counts": {
             "blocks": len(page.blocks),
@@ -79,14 +83,17 @@ def event_dict(event: TemplateEvent) -> dict[str, Any]:
             }
             for p in report.listed
         ]
-    return {
+    out: dict[str, Any] = {
         "v": SCHEMA_VERSION,
         "type": event.type,
         "host": event.host,
         "page_no": event.page_no,
-        "url": event.url,
-        "details": details,
     }
+    if event.cluster is not None:
+        out["cluster"] = event.cluster
+    out["url"] = event.url
+    out["details"] = details
+    return out
 
 
 def dead_dict(dead: DeadPage, raw: bytes | None = None) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class CleanPage:
     # content blocks and in the template blocks: link analysis drops the template ones.
     content_links: tuple[str, ...] = ()
     template_links: tuple[str, ...] = ()
+    # The page's template cluster on its host (clusters.enabled): pages of one kind
+    # (articles, tag pages, API reference) share an id; None with clusters off.
+    cluster: int | None = None
 
     @property
     def chars(self) -> int:
@@ -121,9 +124,13 @@ class PageletReport:
 class TemplateEvent:
     """Something the detector learned about a host's template.
 
-    type: ``template.learned`` (the host's template first became known) or
-          ``template.changed`` (a marked change, such as a redesign).
+    type: ``template.learned`` (the host's template first became known),
+          ``template.changed`` (a marked change, such as a redesign),
+          ``template.cluster_new`` (a page opened a new template cluster on a host that
+          had one already: a new page type) or ``template.cluster_dropped`` (a cluster
+          expired or was evicted, see ClusterParams).
     details: counts that say what changed.
+    cluster: the template cluster of the page that caused the event (clusters.enabled).
     pagelets: with ``pagelets.events``, the template pagelets of the page (written into
           the details, see docs/fields.md); None otherwise.
     """
@@ -134,6 +141,7 @@ class TemplateEvent:
     url: str
     details: dict[str, Any] = field(default_factory=dict)
     pagelets: PageletReport | None = None
+    cluster: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +161,19 @@ class Outcome:
 
     applied: the keys the page added to its host's table (empty for dead pages): its
              distinct segment keys, sorted, then (when pagelets are tracked) its distinct
-             pagelet keys, sorted. Replaying them with `HostTable.observe` in page order
-             rebuilds the table exactly: the stream worker logs them as the per-page
-             state delta.
+             pagelet keys, sorted, then (clusters.statistics) the page's cluster keys.
+             Replaying them with `HostTable.observe` in page order rebuilds the table
+             exactly: the stream worker logs them as the per-page state delta.
+    cluster: the page's template cluster (None with clusters off or for dead pages).
+    cluster_signature: the page's MinHash signature (u32 little-endian slots) when the
+             host's cluster state took it in (a new cluster, or clusters.follow), else
+             empty: with `cluster`, what `pipeline.replay_cluster` needs to repeat the
+             assignment.
     """
 
     clean: CleanPage | None
     dead: DeadPage | None
     events: tuple[TemplateEvent, ...] = ()
     applied: tuple[int, ...] = ()
+    cluster: int | None = None
+    cluster_signature: bytes = b""

@@ -7,11 +7,13 @@ never depends on which shell ran it.
 
 from __future__ import annotations
 
+import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from worker.detect import pagelevel
+from worker.detect.clusters import Assignment, HostClusters, page_paths
 from worker.detect.pagelets import PageletSketch, absolute_links, base_url, page_sketches, pagelet_df, pagelet_path
-from worker.errors import BadInputError
+from worker.errors import BadInputError, StateError
 from worker.model import (
     CONTENT,
     METHOD_COLD,
@@ -29,10 +31,13 @@ from worker.model import (
     TemplateEvent,
     TemplatePagelet,
 )
-from worker.params import EngineParams
+from worker.params import ClusterParams, EngineParams
 from worker.segment import parse, segment_tree
 from worker.state.base import SegmentStore
-from worker.table import HostTable
+from worker.table import TAG, TAG_MASK, HostTable
+
+CLUSTER_NEW = "template.cluster_new"
+CLUSTER_DROPPED = "template.cluster_dropped"
 
 
 def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False) -> Outcome:
@@ -75,30 +80,45 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     seg_keys = {seg[0] for block in blocks for seg in block[1]}
     keys = sorted(seg_keys)
+    n = len(keys)
+    cp = params.clusters
+    assignment = None
+    cl_keys: list[int] = []
+    if cp.enabled:
+        # The page's template cluster (docs/clusters.md); with statistics, its segment
+        # keys are counted again under the cluster's tagged keys.
+        hosts_clusters = host_clusters(table, cp)
+        assignment = hosts_clusters.assign(page_paths(blocks, cp.features))
+        if cp.statistics:
+            cl_keys = cluster_keys(keys, assignment.cid)
     sketches: list[PageletSketch] = []
     page_pagelets = 0
     if ptree is not None and track:
         page_pagelets, sketches = page_sketches(ptree, pgp)
         pl_keys = sorted({key for p in sketches for key in p.keys} - seg_keys)
-        applied = keys + pl_keys
+        applied = keys + pl_keys + cl_keys
         all_dfs = table.observe(applied)
-        n = len(keys)
         dfs = all_dfs[:n]
-        pl_df = dict(zip(pl_keys, all_dfs[n:], strict=True))
+        pl_df = dict(zip(pl_keys, all_dfs[n : n + len(pl_keys)], strict=True))
     else:
-        applied = keys
-        dfs = table.observe(keys)
+        applied = keys + cl_keys if cl_keys else keys
+        all_dfs = dfs = table.observe(applied)
     tparams = params.table
     pages = table.pages
-    threshold = tparams.template_df
-    if tparams.early_df and pages < threshold:
-        threshold = max(tparams.early_df, pages)
+    threshold = _threshold(tparams.template_df, tparams.early_df, pages)
     max_ratio = tparams.template_ratio
     # Before the host has shown `threshold` pages no segment can be template yet:
     # say so, rather than claim the table found everything to be content.
     if pages >= threshold:
         method = METHOD_TABLE
         template_keys = {key for key, df in zip(keys, dfs, strict=True) if df >= threshold}
+        if cl_keys and assignment is not None:
+            # A segment is also template when its cluster's pages make it so.
+            cpages = hosts_clusters.get(assignment.cid).pages  # type: ignore[union-attr]
+            cthreshold = _threshold(tparams.template_df, tparams.early_df, cpages)
+            if cpages >= cthreshold:
+                cdfs = all_dfs[len(all_dfs) - n :]
+                template_keys.update(key for key, df in zip(keys, cdfs, strict=True) if df >= cthreshold)
     else:
         method = METHOD_COLD
         template_keys = set()
@@ -174,17 +194,95 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
     content_links, template_links = split_links(page, tree, blocks, verdicts)
+    cid = None if assignment is None else assignment.cid
     clean = CleanPage(
-        page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html, content_links, template_links
+        page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html, content_links, template_links, cid
     )
     events: tuple[TemplateEvent, ...] = ()
+    if assignment is not None and cp.events and (assignment.dropped or (assignment.new and assignment.cid > 0)):
+        events = cluster_events(page, table.pages, assignment, len(hosts_clusters.clusters))
     event = table.take_event(params.events)
     if event is not None:
         report = None
         if pgp.events and ptree is not None:
             report = pagelet_report(ptree, texts, page_pagelets, template_pagelets, pgp.max_listed)
-        events = (TemplateEvent(event[0], page.host, table.pages, page.url, event[1], report),)
-    return Outcome(clean, None, events, tuple(applied))
+        events += (TemplateEvent(event[0], page.host, table.pages, page.url, event[1], report, cid),)
+    if assignment is None:
+        return Outcome(clean, None, events, tuple(applied))
+    return Outcome(clean, None, events, tuple(applied), cid, assignment.signature)
+
+
+def _threshold(template_df: int, early_df: int, pages: int) -> int:
+    """The DF that makes a segment template in a table of `pages` pages (the early rule
+    lowers it on a young table)."""
+    if early_df and pages < template_df:
+        return max(early_df, pages)
+    return template_df
+
+
+# -- template clusters ------------------------------------------------------------------
+
+
+def host_clusters(table: HostTable, params: ClusterParams) -> HostClusters:
+    """The host's cluster assigner, kept in `table.clusters` (parsed on first use).
+
+    A stored state that these params cannot read (another clusters.num_perm) starts the
+    host's clusters again: cluster ids are per host and only compared within it.
+    """
+    hc = table.clusters
+    if isinstance(hc, HostClusters):
+        return hc
+    if hc is None:
+        hc = HostClusters(params)
+    else:
+        try:
+            hc = HostClusters.from_bytes(hc, params)
+        except StateError:
+            hc = HostClusters(params)
+    table.clusters = hc
+    return hc
+
+
+def replay_cluster(table: HostTable, cid: int, signature: bytes, params: ClusterParams) -> None:
+    """Repeat, on a restored table, the cluster assignment `decide` made (a stream delta)."""
+    host_clusters(table, params).replay(cid, signature)
+
+
+_CLUSTER_SALT = 0xC2B2AE3D27D4EB4F
+_MASK64 = (1 << 64) - 1
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_KEEP = np.uint64(((1 << 64) - 1) ^ TAG_MASK)
+_TAG = np.uint64(TAG)
+
+
+def cluster_keys(keys: list[int], cid: int) -> list[int]:
+    """Each segment key as counted under template cluster `cid`: a tagged key (so it
+    never counts as a segment), distinct per cluster."""
+    if not keys:
+        return []
+    salt = np.uint64(((cid + 1) * _CLUSTER_SALT) & _MASK64)
+    z = np.array(keys, dtype=np.uint64) ^ salt
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    z ^= z >> np.uint64(31)
+    return ((z & _KEEP) | _TAG).tolist()  # type: ignore[no-any-return]
+
+
+def cluster_events(page: RawPage, page_no: int, a: Assignment, live: int) -> tuple[TemplateEvent, ...]:
+    """``template.cluster_dropped`` for each cluster that went, then ``template.cluster_new``."""
+    events = [
+        TemplateEvent(
+            CLUSTER_DROPPED, page.host, page_no, page.url,
+            {"dropped_cluster": gone, "cluster_pages": pages, "reason": reason, "clusters": live},
+            None, a.cid,
+        )
+        for gone, pages, reason in a.dropped
+    ]
+    if a.new and a.cid > 0:
+        details = {"similarity": round(a.similarity, 4), "clusters": live}
+        events.append(TemplateEvent(CLUSTER_NEW, page.host, page_no, page.url, details, None, a.cid))
+    return tuple(events)
 
 
 def pagelet_report(

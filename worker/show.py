@@ -100,7 +100,7 @@ def replay(
             continue
         points.append(
             HostPoint(
-                table.pages, out.clean.chars, out.clean.template_chars, len(table) - table.pagelet_keys(),
+                table.pages, out.clean.chars, out.clean.template_chars, len(table) - table.tagged_keys(),
                 table.template_count,
             )
         )
@@ -147,7 +147,7 @@ def build_view(
         segments=tuple(segments),
         threshold=threshold,
         table_pages=work.pages,
-        table_segments=len(work) - work.pagelet_keys(),
+        table_segments=len(work) - work.tagged_keys(),
         template_segments=work.template_count,
         table_bytes=work.nbytes(),
         learned_page=work.learned_page,
@@ -249,6 +249,7 @@ def render(view: PageView) -> str:
             (f"{share:.0%}", "text removed"),
             (f"{len(clean.text):,}", "chars kept"),
             (", ".join(methods) or "-", "decided by"),
+            ("-" if clean.cluster is None else str(clean.cluster), "template cluster"),
         ):
             parts.append(f'<div class="card"><b>{e(value)}</b><span>{e(label)}</span></div>')
         parts.append("</div>")
@@ -361,7 +362,7 @@ def share_chart(
     )
     for ev in events:
         if first <= ev.page_no <= last:
-            colour = "#2f855a" if ev.type == "template.learned" else "#b7791f"
+            colour = _EVENT_COLOURS.get(ev.type, "#8a94a6")
             out.append(
                 f'<line x1="{x(ev.page_no):.1f}" x2="{x(ev.page_no):.1f}" y1="{top}" y2="{top + h}" '
                 f'stroke="{colour}" stroke-dasharray="3,3"><title>{htmlmod.escape(ev.type)} at page '
@@ -383,11 +384,18 @@ def share_chart(
     return "".join(out)
 
 
+_EVENT_COLOURS = {
+    "template.learned": "#2f855a",
+    "template.changed": "#b7791f",
+    "template.cluster_new": "#3b6fb6",
+}  # other events (template.cluster_dropped) in grey
+
 _CHART_KEY = (
     '<div class="chartkey"><span><i style="background:#c2412d"></i>template share of the page\'s text</span>'
     '<span><i style="background:#cfdcea;height:9px;vertical-align:0"></i>segments in table (right axis)</span>'
     '<span><i style="background:#2f855a"></i>template learned</span>'
     '<span><i style="background:#b7791f"></i>template changed</span>'
+    '<span><i style="background:#3b6fb6"></i>new page type (template cluster)</span>'
     '<span><i style="background:#233142;width:8px;height:8px;border-radius:4px;vertical-align:0"></i>this page</span>'
     "</div>"
 )

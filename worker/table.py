@@ -6,11 +6,18 @@ The host's own page counter is the clock. A page goes through: expansion (DF + 1
 every distinct segment on it), detection (by the caller, from the returned DFs) and
 shrinkage (segments not seen for t(df) pages are dropped, t logistic in df).
 
-The table also holds the host's pagelet keys (worker.detect.pagelets), in the same key
-space: they are 64-bit values whose low PAGELET_TAG_BITS bits are PAGELET_TAG, so they
-share the DF, the expiry, the serialisation and the stream's per-page deltas, while
-`template_count` and the template events count segment keys only. (A segment key ends
-in the tag with odds of 2^-20; such a key would be left out of those counts.)
+The table also holds tagged keys, in the same key space: the host's pagelet keys
+(worker.detect.pagelets) and, with clusters.statistics, each segment key counted again
+under the page's template cluster (worker.pipeline.cluster_keys). They are 64-bit values
+whose low TAG_BITS bits are TAG, so they share the DF, the expiry, the serialisation and
+the stream's per-page deltas, while `template_count` and the template events count
+segment keys only. (A segment key ends in the tag with odds of 2^-20; such a key would
+be left out of those counts.)
+
+`clusters` is the host's template-cluster assigner (worker.detect.clusters.HostClusters):
+kept with the table so that one value per host holds the host's whole state. It is
+stored as its bytes after the entries, and parsed by the pipeline on first use (None
+before the host's first page with clusters on).
 
 Expiry costs O(expired) per page, never a scan of the table: a timing wheel maps a
 page number to the keys that may expire there. Each key is in the wheel exactly once,
@@ -25,6 +32,7 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Sequence
+from typing import Any
 
 from worker import fastwalk
 from worker.errors import StateError
@@ -33,23 +41,26 @@ from worker.params import EventParams, TableParams
 # On disk and on the wire (RocksDB values, changelog snapshots):
 #   header  = magic "DTT1", then little-endian fields below
 #   entries = n x u64 key, then n x u32 df, then n x u32 last_seen (column-wise arrays)
+#   then, optionally, the template-cluster state (HostClusters.to_bytes, magic "DTC1")
 _MAGIC = b"DTT1"
 _HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_count,
 #                                         learned_page, size_at_event, added, removed, n
 _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
+_CLUSTERS_MAGIC = b"DTC1"  # worker.detect.clusters.CLUSTERS_MAGIC
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
 
-# Pagelet keys: the low 20 bits are this tag (segment keys are plain XXH3 values).
-PAGELET_TAG_BITS = 20
-PAGELET_TAG_MASK = (1 << PAGELET_TAG_BITS) - 1
-PAGELET_TAG = 0x9E1A5
+# Tagged keys (pagelet and cluster keys): the low 20 bits are this tag (segment keys are
+# plain XXH3 values).
+TAG_BITS = 20
+TAG_MASK = (1 << TAG_BITS) - 1
+TAG = 0x9E1A5
 _COMPILED = fastwalk.module()
 _OBSERVE = None if _COMPILED is None else _COMPILED.observe
 
 
-def is_pagelet_key(key: int) -> bool:
-    return key & PAGELET_TAG_MASK == PAGELET_TAG
+def is_tagged_key(key: int) -> bool:
+    return key & TAG_MASK == TAG
 
 
 class HostTable:
@@ -60,6 +71,7 @@ class HostTable:
         "_life",
         "_wheel",
         "added_since_event",
+        "clusters",
         "learned_page",
         "pages",
         "params",
@@ -82,6 +94,8 @@ class HostTable:
         self._entries: dict[int, int] = {}
         self._wheel: dict[int, list[int]] = {}
         self._life = [params.lifetime(df) for df in range(_LIFE_TABLE_SIZE)]
+        # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
+        self.clusters: Any = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -106,7 +120,7 @@ class HostTable:
         self.pages = page = self.pages + 1
         dfs, added, removed = _OBSERVE(
             self._entries, self._wheel, self._life, page, keys, self.params.template_df,
-            _DF_SHIFT, PAGELET_TAG_MASK, PAGELET_TAG,
+            _DF_SHIFT, TAG_MASK, TAG,
         )
         self.template_count += added - removed
         self.added_since_event += added
@@ -137,7 +151,7 @@ class HostTable:
             else:
                 df = (packed >> _DF_SHIFT) + 1
             entries[key] = (df << _DF_SHIFT) | page
-            if df == threshold and key & PAGELET_TAG_MASK != PAGELET_TAG:
+            if df == threshold and key & TAG_MASK != TAG:
                 self.template_count += 1
                 self.added_since_event += 1
             append(df)
@@ -151,7 +165,7 @@ class HostTable:
                 expires = (packed & _LAST_MASK) + (life[df] if df < _LIFE_TABLE_SIZE else last_life) + 1
                 if expires <= page:
                     del entries[key]
-                    if df >= threshold and key & PAGELET_TAG_MASK != PAGELET_TAG:
+                    if df >= threshold and key & TAG_MASK != TAG:
                         self.template_count -= 1
                         self.removed_since_event += 1
                 else:
@@ -187,7 +201,7 @@ class HostTable:
             "added": self.added_since_event,
             "removed": self.removed_since_event,
             "previous_template_segments": self.size_at_event,
-            "table_segments": len(self._entries) - self.pagelet_keys(),
+            "table_segments": len(self._entries) - self.tagged_keys(),
         }
         self.size_at_event = self.template_count
         self.added_since_event = 0
@@ -212,7 +226,13 @@ class HostTable:
             self.removed_since_event,
             len(entries),
         )
-        return header + keys.tobytes() + dfs.tobytes() + lasts.tobytes()
+        return header + keys.tobytes() + dfs.tobytes() + lasts.tobytes() + self._cluster_bytes()
+
+    def _cluster_bytes(self) -> bytes:
+        c = self.clusters
+        if c is None:
+            return b""
+        return c if isinstance(c, bytes) else c.to_bytes()
 
     @classmethod
     def from_bytes(cls, data: bytes, params: TableParams) -> HostTable:
@@ -222,7 +242,8 @@ class HostTable:
             raise StateError(f"segment table too short ({len(data)} bytes)") from exc
         if magic != _MAGIC:
             raise StateError(f"not a segment table (magic {magic!r})")
-        if len(data) != _HEADER.size + 16 * n:
+        end = _HEADER.size + 16 * n
+        if len(data) < end or (len(data) > end and data[end : end + 4] != _CLUSTERS_MAGIC):
             raise StateError(f"segment table of {n} entries has {len(data)} bytes")
         table = cls(params)
         table.pages = pages
@@ -232,6 +253,8 @@ class HostTable:
         table.size_at_event = size_at
         table.added_since_event = added
         table.removed_since_event = removed
+        if len(data) > end:
+            table.clusters = bytes(data[end:])
         off = _HEADER.size
         keys = array("Q")
         keys.frombytes(data[off : off + 8 * n])
@@ -255,12 +278,12 @@ class HostTable:
         """key -> (df, last_seen): the table's content, for tests and inspection."""
         return {k: (v >> _DF_SHIFT, v & _LAST_MASK) for k, v in self._entries.items()}
 
-    def pagelet_keys(self) -> int:
-        """How many of the entries are pagelet keys (a scan: for events and reports, not per page)."""
-        mask = PAGELET_TAG_MASK
-        tag = PAGELET_TAG
+    def tagged_keys(self) -> int:
+        """How many entries are tagged (pagelet and cluster) keys: a scan, for events and reports, not per page."""
+        mask = TAG_MASK
+        tag = TAG
         return sum(1 for key in self._entries if key & mask == tag)
 
     def nbytes(self) -> int:
         """Size of the serialised table."""
-        return _HEADER.size + 16 * len(self._entries)
+        return _HEADER.size + 16 * len(self._entries) + len(self._cluster_bytes())

@@ -30,7 +30,7 @@ def run_host(pages: list[RawPage], layout: StateLayout) -> tuple[HostTable, dict
         outcome = decide(page, table, params)
         assert outcome.clean is not None
         table.source_offset = offset * 3  # offsets of one host need not be contiguous
-        store.update(layout.records(page.host, table, outcome.applied))
+        store.update(layout.records(page.host, table, outcome))
         outputs.append(codec.encode_clean(outcome.clean) + b"".join(codec.encode_event(e) for e in outcome.events))
     return table, store, outputs
 

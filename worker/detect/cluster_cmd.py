@@ -1,9 +1,10 @@
-"""`detemplate clusters INPUT...`: each host's template clusters (TEXT-MDL / TEXT-HASH / LSH).
+"""`detemplate clusters INPUT...`: each host's template clusters (TEXT-MDL / TEXT-HASH / LSH / stream).
 
-A batch report, not part of the stream: reads every page of the inputs, groups them by
-host, describes each page by its DOM path set (worker.detect.clusters.page_paths) and
-clusters each host's pages. Prints a readable table, or one JSON line per cluster with
---json.
+The batch methods read every page of the inputs, group them by host, describe each page
+by its DOM path set (worker.detect.clusters.page_paths) and cluster each host's pages.
+``--method stream`` instead runs the engine itself (`process_page`, the clusters the
+clean pages carry) over the pages in input order and reports the clusters it assigned.
+Prints a readable table, or one JSON line per cluster with --json.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import sys
 import time
 from typing import Any
 
-from worker.detect.clusters import FEATURES, METHODS, ClusterParams, cluster_pages, path_key
-from worker.errors import BadInputError, DetemplateError
+from worker.detect.clusters import FEATURES, METHODS, BatchParams, cluster_pages, path_key
+from worker.errors import BadInputError, ConfigError, DetemplateError
 from worker.model import Block, RawPage
-from worker.params import PATH_MODES, SegmentParams
+from worker.params import PATH_MODES, EngineParams, SegmentParams, add_param_argument, with_overrides
+from worker.pipeline import host_clusters as host_clusters_state
+from worker.pipeline import process_page
 from worker.segment import parse, segment_tree
+from worker.state.memory import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +41,7 @@ def _labels(blocks: list[Block], features: str, into: dict[int, str]) -> None:
 
 
 def host_clusters(
-    pages: list[RawPage], params: ClusterParams, segment: SegmentParams, top: int, samples: int
+    pages: list[RawPage], params: BatchParams, segment: SegmentParams, top: int, samples: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Cluster one host's pages; one record per cluster, and the host's summary."""
     from worker.detect.clusters import page_paths
@@ -87,9 +91,66 @@ def host_clusters(
     return records, summary
 
 
+def stream_clusters(
+    pages: list[RawPage], params: EngineParams, samples: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One host's pages through the engine in order; its clusters as the clean pages name them."""
+    store = MemoryStore()
+    members: dict[int, list[str]] = {}
+    dead = 0
+    events = 0
+    start = time.perf_counter()
+    for page in pages:
+        out = process_page(page, store, params)
+        events += sum(1 for e in out.events if e.type.startswith("template.cluster"))
+        if out.clean is None or out.cluster is None:
+            dead += 1
+            continue
+        members.setdefault(out.cluster, []).append(page.url)
+    seconds = time.perf_counter() - start
+    host = pages[0].host if pages else ""
+    table = store.get(host)
+    live = {c.cid for c in host_clusters_state(table, params.clusters).clusters} if table is not None else set()
+    records = [
+        {
+            "host": host,
+            "cluster": cid,
+            "pages": len(urls),
+            "live": cid in live,
+            "sample_urls": urls[:samples],
+        }
+        for cid, urls in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    ]
+    summary = {
+        "host": host,
+        "pages": sum(len(u) for u in members.values()),
+        "dead": dead,
+        "clusters": len(members),
+        "live": len(live),
+        "cluster_events": events,
+        "method": "stream",
+        "seconds": round(seconds, 4),
+    }
+    return records, summary
+
+
 def format_report(host_rows: list[tuple[dict[str, Any], list[dict[str, Any]]]]) -> str:
     lines = []
     for summary, records in host_rows:
+        if summary["method"] == "stream":
+            lines.append(
+                f"{summary['host']}: {summary['pages']} pages -> {summary['clusters']} "
+                f"cluster{'' if summary['clusters'] == 1 else 's'} (stream: the engine's assignment in input order, "
+                f"{summary['live']} live at the end, {summary['cluster_events']} cluster events, "
+                f"{summary['seconds']:.2f} s with the whole engine)"
+            )
+            lines.append(f"  {'cluster':>7} {'pages':>6} {'live':>5}  sample URLs")
+            for r in records:
+                urls = r["sample_urls"] or ["-"]
+                lines.append(f"  {r['cluster']:>7} {r['pages']:>6} {'yes' if r['live'] else 'no':>5}  {urls[0]}")
+                for url in urls[1:]:
+                    lines.append(f"  {'':>7} {'':>6} {'':>5}  {url}")
+            continue
         lines.append(
             f"{summary['host']}: {summary['pages']} pages -> {summary['clusters']} "
             f"cluster{'' if summary['clusters'] == 1 else 's'} "
@@ -110,8 +171,11 @@ def _handle(args: argparse.Namespace) -> int:
     from worker.sources import iter_inputs
 
     try:
-        params = ClusterParams(
-            method=args.method,
+        engine = with_overrides(EngineParams(), args.param)
+        if args.method == "stream" and not engine.clusters.enabled:
+            raise ConfigError("--method stream needs clusters.enabled")
+        params = BatchParams(
+            method="lsh" if args.method == "stream" else args.method,
             features=args.features,
             num_perm=args.num_perm,
             bands=args.bands,
@@ -138,7 +202,10 @@ def _handle(args: argparse.Namespace) -> int:
     out = sys.stdout
     host_rows = []
     for host in sorted(by_host):
-        records, summary = host_clusters(by_host[host], params, segment, args.top, args.samples)
+        if args.method == "stream":
+            records, summary = stream_clusters(by_host[host], engine, args.samples)
+        else:
+            records, summary = host_clusters(by_host[host], params, segment, args.top, args.samples)
         if args.json:
             for r in records:
                 out.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
@@ -158,13 +225,21 @@ def register(subparsers: Any) -> None:
         description=(
             "Read all pages of the inputs, group them by host, and cluster each host's pages by "
             "their DOM path sets with agglomerative MDL clustering (TEXT-MDL; TEXT-HASH and LSH restrict "
-            "the candidate pairs with MinHash). Reports each cluster's pages, template paths and sample URLs."
+            "the candidate pairs with MinHash). Reports each cluster's pages, template paths and sample URLs. "
+            "--method stream runs the engine instead (the per-host streaming assigner whose cluster ids the "
+            "clean pages carry: MinHash over block paths, LSH candidates, clusters.* parameters) over the pages "
+            "in input order."
         ),
         epilog="Example: detemplate clusters crawl.jsonl.gz --method lsh --json > clusters.jsonl",
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz), WARC(.gz) or a folder of .html files")
     p.add_argument("--json", action="store_true", help="one JSON line per cluster instead of the table")
-    p.add_argument("--method", choices=METHODS, default="lsh", help="candidate pairs: all (mdl), MinHash, LSH")
+    p.add_argument(
+        "--method",
+        choices=(*METHODS, "stream"),
+        default="lsh",
+        help="batch candidate pairs: all (mdl), MinHash, LSH; or stream: the engine's own assignment",
+    )
     p.add_argument("--features", choices=FEATURES, default="blocks", help="paths that describe a page")
     p.add_argument(
         "--path-mode", choices=PATH_MODES, default="tag_class", help="how DOM paths name elements (tag_class: measured)"
@@ -176,4 +251,5 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=int, default=5, help="template paths shown per cluster")
     p.add_argument("--samples", type=int, default=3, help="sample URLs shown per cluster")
     p.add_argument("--max-pages", type=int, default=2000, help="pages read per host (memory is O(pages x paths))")
+    add_param_argument(p, "--method stream: override an engine parameter, e.g. clusters.threshold=0.6 (repeatable)")
     p.set_defaults(func=_handle)

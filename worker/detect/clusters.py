@@ -45,7 +45,7 @@ import math
 import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -53,6 +53,7 @@ from xxhash import xxh3_64_intdigest
 
 from worker.errors import ConfigError, StateError
 from worker.model import Block
+from worker.params import ClusterParams
 
 FEATURES = ("blocks", "segments", "both")
 METHODS = ("mdl", "minhash", "lsh")
@@ -67,7 +68,17 @@ _M2 = U64(0x94D049BB133111EB)
 
 def path_key(path: str) -> int:
     """Stable 64-bit key of an element path (no NUL, so never equal to a segment key)."""
-    return xxh3_64_intdigest(path.encode())
+    key = _PATH_KEYS.get(path)
+    if key is None:
+        if len(_PATH_KEYS) >= _PATH_KEYS_MAX:
+            _PATH_KEYS.clear()
+        key = _PATH_KEYS[path] = xxh3_64_intdigest(path.encode())
+    return key
+
+
+# A host's pages repeat their block paths: their keys are cached (bounded).
+_PATH_KEYS: dict[str, int] = {}
+_PATH_KEYS_MAX = 1 << 16
 
 
 def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int]:
@@ -76,7 +87,7 @@ def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int
         raise ConfigError(f"features must be one of {FEATURES}, not {features!r}")
     keys: set[int] = set()
     if features != "segments":
-        keys.update(path_key(b.path) for b in blocks)
+        keys.update(map(path_key, {b[0] for b in blocks}))  # b[0]: the block's path
     if features != "blocks":
         keys.update(seg.key for b in blocks for seg in b.segments)
     return frozenset(keys)
@@ -250,8 +261,8 @@ def clustering_cost(essential: Sequence[frozenset[int]], labels: Sequence[int]) 
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterParams:
-    """Knobs of batch clustering (the streaming assigner has its own, see StreamParams).
+class BatchParams:
+    """Knobs of batch clustering (the streaming assigner's are worker.params.ClusterParams).
 
     method: ``mdl``, ``minhash`` or ``lsh`` (module docstring).
     features: which paths describe a page: ``blocks``, ``segments`` or ``both``.
@@ -435,7 +446,7 @@ def _run_candidates(
     st: _State,
     costs: list[float],
     sigs: NDArray[np.uint64],
-    params: ClusterParams,
+    params: BatchParams,
 ) -> None:
     """TEXT-HASH or LSH: only candidate pairs (by MinHash) are scored; cache per pair."""
     cache: dict[tuple[int, int], tuple[float, float, float]] = {}
@@ -529,9 +540,9 @@ def _run_candidates(
                 score(c)
 
 
-def cluster_pages(pages: Sequence[Iterable[int]], params: ClusterParams | None = None) -> ClusteringResult:
+def cluster_pages(pages: Sequence[Iterable[int]], params: BatchParams | None = None) -> ClusteringResult:
     """Cluster one host's pages (each a set of path keys) by TEXT-MDL or a MinHash/LSH variant."""
-    params = params or ClusterParams()
+    params = params or BatchParams()
     essential = noncontent_paths(pages, params.min_support)
     st = _State(essential)
     premerged = 0
@@ -571,42 +582,6 @@ def cluster_pages(pages: Sequence[Iterable[int]], params: ClusterParams | None =
 # -- streaming assignment -----------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class StreamParams:
-    """Knobs of the per-host streaming assigner.
-
-    features: which paths describe a page (``blocks``, ``segments``, ``both``).
-    num_perm: MinHash functions per signature (signatures are kept as uint32).
-    bands: LSH bands; a cluster is a candidate when it shares a band with the page.
-    threshold: a page joins its most similar candidate when their estimated Jaccard
-        coefficient is at least this; otherwise it opens a new cluster.
-        Defaults (0.8, follow, block paths) are the best of the F1 runs in docs/clusters.md.
-    max_clusters: clusters kept per host; the least recently seen goes when full.
-    ttl_pages: a cluster not seen for this many of the host's pages expires.
-    follow: the representative signature is the latest member's (True) or the
-        first member's (False): following lets a cluster drift with its pages.
-    """
-
-    features: str = "blocks"
-    num_perm: int = 64
-    bands: int = 16
-    threshold: float = 0.8
-    max_clusters: int = 8
-    ttl_pages: int = 500
-    seed: int = 1
-    follow: bool = True
-
-    def __post_init__(self) -> None:
-        if self.features not in FEATURES:
-            raise ConfigError(f"features must be one of {FEATURES}, not {self.features!r}")
-        if self.num_perm < 1 or not 1 <= self.bands <= self.num_perm:
-            raise ConfigError("need num_perm >= 1 and 1 <= bands <= num_perm")
-        if not 0.0 < self.threshold <= 1.0:
-            raise ConfigError("threshold must be in (0, 1]")
-        if self.max_clusters < 1 or self.ttl_pages < 1:
-            raise ConfigError("max_clusters and ttl_pages must be at least 1")
-
-
 @dataclass(slots=True)
 class StreamCluster:
     """One template cluster of a host: id, representative signature, pages, last page seen."""
@@ -615,37 +590,52 @@ class StreamCluster:
     signature: NDArray[np.uint32]
     pages: int
     last_seen: int
-    bands: list[int] = field(default_factory=list)
+    bands: frozenset[int] = frozenset()  # its LSH band hashes (band number mixed in)
 
 
 # Wire layout (little-endian): magic "DTC1", clock u64, next_id u32, num_perm u32, n u32,
 # then per cluster: cid u32, pages u64, last_seen u64, signature num_perm x u32.
-_MAGIC = b"DTC1"
+CLUSTERS_MAGIC = b"DTC1"
 _HEAD = struct.Struct("<4sQIII")
 _ENTRY = struct.Struct("<IQQ")
+
+EVICTED = "evicted"  # a new cluster needed the place of the least recently seen one
+EXPIRED = "expired"  # unseen for clusters.ttl_pages of the host's pages
 
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
-    """Where one page went: its cluster id, whether the cluster is new, the similarity, expired ids."""
+    """Where one page went.
+
+    cid: its cluster. new: the page opened that cluster. similarity: estimated Jaccard
+    coefficient to the closest candidate (0 when none shared a band). dropped: the
+    clusters that went on this page, each (cid, pages, EXPIRED or EVICTED).
+    signature: the page's signature (u32 little-endian slots) when the host's state took
+    it in (a new cluster, or every page with `follow`), else empty; `HostClusters.replay`
+    needs it.
+    """
 
     cid: int
     new: bool
     similarity: float
-    dropped: tuple[int, ...]
+    dropped: tuple[tuple[int, int, str], ...]
+    signature: bytes = b""
 
 
 class HostClusters:
     """One host's template clusters for the stream: pure, bounded, serialisable.
 
-    The clock is the host's page count, as in the segment table. Each cluster keeps the
-    MinHash signature of the page that opened it (its representative), its page count
-    and the page number it was last chosen on. Memory: max_clusters x (num_perm x 4 + 20) bytes.
+    The clock is the host's page count, as in the segment table. Each cluster keeps a
+    MinHash signature (its representative: the first member's, or the latest's with
+    `follow`), its page count and the page number it was last chosen on. Memory:
+    max_clusters x (num_perm x 4 + 20) bytes. `assign` decides a page; `replay` repeats
+    what `assign` did from the Assignment's cid and signature alone (the stream worker's
+    changelog), so a replayed host ends in the same state.
     """
 
     __slots__ = ("_hasher", "clock", "clusters", "next_id", "params")
 
-    def __init__(self, params: StreamParams) -> None:
+    def __init__(self, params: ClusterParams) -> None:
         self.params = params
         self.clock = 0
         self.next_id = 0
@@ -655,55 +645,92 @@ class HostClusters:
     def signature(self, keys: Iterable[int]) -> NDArray[np.uint32]:
         return (self._hasher.signature(keys) >> U64(32)).astype(np.uint32)
 
+    def get(self, cid: int) -> StreamCluster | None:
+        for c in self.clusters:
+            if c.cid == cid:
+                return c
+        return None
+
+    def _tick(self) -> list[tuple[int, int, str]]:
+        """Advance the clock one page and drop the clusters that expire on it."""
+        self.clock = page = self.clock + 1
+        ttl = self.params.ttl_pages
+        dropped = [(c.cid, c.pages, EXPIRED) for c in self.clusters if page - c.last_seen > ttl]
+        if dropped:
+            self.clusters = [c for c in self.clusters if page - c.last_seen <= ttl]
+        return dropped
+
+    def _open(self, sig: NDArray[np.uint32], bands: frozenset[int], dropped: list[tuple[int, int, str]]) -> int:
+        if len(self.clusters) >= self.params.max_clusters:
+            victim = min(self.clusters, key=lambda c: (c.last_seen, c.cid))
+            self.clusters.remove(victim)
+            dropped.append((victim.cid, victim.pages, EVICTED))
+        cid = self.next_id
+        self.next_id += 1
+        self.clusters.append(StreamCluster(cid, sig, 1, self.clock, bands))
+        return cid
+
     def assign(self, keys: Iterable[int]) -> Assignment:
         """Assign one page (its path keys) to a cluster, opening one if none is close enough."""
         p = self.params
-        self.clock = page = self.clock + 1
-        dropped = [c.cid for c in self.clusters if page - c.last_seen > p.ttl_pages]
-        if dropped:
-            self.clusters = [c for c in self.clusters if page - c.last_seen <= p.ttl_pages]
+        dropped = self._tick()
         sig = self.signature(keys)
         bands = _bands32(sig, p.bands)
         best: StreamCluster | None = None
         best_sim = -1.0
         for c in self.clusters:
-            if not any(x == y for x, y in zip(c.bands, bands, strict=True)):
+            if c.bands.isdisjoint(bands):  # shares no LSH band with the page
                 continue
             sim = float(np.count_nonzero(c.signature == sig)) / sig.size
             if sim > best_sim:  # ties: the older cluster (lower cid, listed first) wins
                 best, best_sim = c, sim
         if best is not None and best_sim >= p.threshold:
             best.pages += 1
-            best.last_seen = page
+            best.last_seen = self.clock
             if p.follow:
                 best.signature = sig
                 best.bands = bands
+                return Assignment(best.cid, False, best_sim, tuple(dropped), sig.astype("<u4").tobytes())
             return Assignment(best.cid, False, best_sim, tuple(dropped))
-        if len(self.clusters) >= p.max_clusters:
-            victim = min(self.clusters, key=lambda c: (c.last_seen, c.cid))
-            self.clusters.remove(victim)
-            dropped.append(victim.cid)
-        cid = self.next_id
-        self.next_id += 1
-        self.clusters.append(StreamCluster(cid, sig, 1, page, bands))
-        return Assignment(cid, True, max(best_sim, 0.0), tuple(dropped))
+        cid = self._open(sig, bands, dropped)
+        return Assignment(cid, True, max(best_sim, 0.0), tuple(dropped), sig.astype("<u4").tobytes())
+
+    def replay(self, cid: int, signature: bytes) -> None:
+        """Repeat an `assign` that put its page in `cid` (with the Assignment's signature)."""
+        sig = None
+        if signature:
+            if len(signature) != 4 * self.params.num_perm:
+                raise StateError(f"cluster delta has a signature of {len(signature)} bytes")
+            sig = np.frombuffer(signature, dtype="<u4").astype(np.uint32)
+        dropped = self._tick()
+        c = self.get(cid)
+        if c is None:
+            if sig is None or cid != self.next_id:
+                raise StateError(f"cluster delta opens cluster {cid}, the host's next is {self.next_id}")
+            self._open(sig, _bands32(sig, self.params.bands), dropped)
+            return
+        c.pages += 1
+        c.last_seen = self.clock
+        if sig is not None:
+            c.signature = sig
+            c.bands = _bands32(sig, self.params.bands)
 
     def to_bytes(self) -> bytes:
         p = self.params
-        parts = [_HEAD.pack(_MAGIC, self.clock, self.next_id, p.num_perm, len(self.clusters))]
+        parts = [_HEAD.pack(CLUSTERS_MAGIC, self.clock, self.next_id, p.num_perm, len(self.clusters))]
         for c in self.clusters:
             parts.append(_ENTRY.pack(c.cid, c.pages, c.last_seen))
             parts.append(c.signature.astype("<u4").tobytes())
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data: bytes, params: StreamParams) -> HostClusters:
+    def from_bytes(cls, data: bytes, params: ClusterParams) -> HostClusters:
         try:
             magic, clock, next_id, num_perm, n = _HEAD.unpack_from(data, 0)
         except struct.error as exc:
             raise StateError(f"cluster state too short ({len(data)} bytes)") from exc
-        if magic != _MAGIC:
-            raise StateError(f"cluster state has magic {magic!r}, not {_MAGIC!r}")
+        if magic != CLUSTERS_MAGIC:
+            raise StateError(f"cluster state has magic {magic!r}, not {CLUSTERS_MAGIC!r}")
         if num_perm != params.num_perm:
             raise StateError(f"cluster state has {num_perm} MinHash slots, params want {params.num_perm}")
         width = num_perm * 4
@@ -731,8 +758,19 @@ def _hasher(num_perm: int, seed: int) -> MinHasher:
     return h
 
 
-def _bands32(sig: NDArray[np.uint32], bands: int) -> list[int]:
+def _bands32(sig: NDArray[np.uint32], bands: int) -> frozenset[int]:
+    """The signature's LSH band hashes: `bands` bands of num_perm // bands slots each.
+
+    A band's hash is a multiply-add of its slots with odd constants, plus the band's own
+    constant, so equal hashes mean (with odds of 2^-64) the same band with the same
+    slots: two signatures share a band exactly when their sets intersect.
+    """
     rows = sig.size // bands
-    raw = sig[: rows * bands].astype("<u4").tobytes()
-    width = rows * 4
-    return [xxh3_64_intdigest(raw[i * width : (i + 1) * width], seed=i) for i in range(bands)]
+    m = sig[: rows * bands].astype(np.uint64).reshape(bands, rows)
+    h = (m * _BAND_MULT[:rows]).sum(axis=1, dtype=np.uint64) + _BAND_SALT[:bands]
+    return frozenset(h.tolist())
+
+
+_BAND_RNG = np.random.default_rng(0x5EED)
+_BAND_MULT = _BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+_BAND_SALT = _BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(np.uint64) * np.uint64(2)

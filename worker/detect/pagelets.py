@@ -30,7 +30,7 @@ it (the keys `worker.segment` gives them).
 In the stream (worker.pipeline), pagelets are cut from the block tree the page-level walk
 already built (`block_pagelets`, no second walk) and fingerprinted by a min-hash of their
 sets of segment keys (`page_sketches`); the min-hash values are keys of the host's own
-segment table, tagged (worker.table.PAGELET_TAG), so they get the same DF and expiry.
+segment table, tagged (worker.table.TAG), so they get the same DF and expiry.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from worker.errors import BadInputError
 from worker.model import RawPage
 from worker.params import PageletParams, SegmentParams
 from worker.segment import _component, parse
-from worker.table import PAGELET_TAG, PAGELET_TAG_MASK
+from worker.table import TAG, TAG_MASK
 
 if TYPE_CHECKING:
     from worker.detect.pagelevel import PageTree
@@ -611,8 +611,8 @@ _SALT = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0x
                  dtype=np.uint64)  # fmt: skip
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-_KEEP = np.uint64(((1 << 64) - 1) ^ PAGELET_TAG_MASK)
-_TAG = np.uint64(PAGELET_TAG)
+_KEEP = np.uint64(((1 << 64) - 1) ^ TAG_MASK)
+_TAG = np.uint64(TAG)
 
 
 @dataclass(slots=True)

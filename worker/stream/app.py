@@ -258,7 +258,7 @@ class StreamWorker:
         table.source_offset = offset
         if self.layout.is_snapshot_page(table.pages):
             await self._before_snapshot(host, table.pages, tp)
-        for rkey, rvalue in self.layout.records(host, table, outcome.applied):
+        for rkey, rvalue in self.layout.records(host, table, outcome):
             await self._put_state(rkey, rvalue, tp)
             self.metrics.changelog_records()
             self.stats.state_records += 1
@@ -309,7 +309,8 @@ class StreamWorker:
         t0 = time.perf_counter()
         outcome = decide(page, table, self.params, self.settings.with_html)
         self.metrics.observe_outcome(outcome, time.perf_counter() - t0)
-        if outcome.applied != delta.keys:
+        cluster = -1 if outcome.cluster is None else outcome.cluster
+        if outcome.applied != delta.keys or cluster != delta.cluster:
             logger.error(
                 "host=%s partition=%d offset=%d: replayed page decided differently than the first time",
                 page.host, tp.partition, offset,

@@ -21,8 +21,11 @@ layout that is possible for any of the host's last K pages; the worker makes sur
 a snapshot drops the older one, that the pages it covered are committed (so they are
 never replayed).
 
-Delta record layout (little-endian): magic "DTD1", u64 page_no, i64 source offset,
-u32 n, then n x u64 segment keys.
+Delta record layout (little-endian): magic "DTD2", u64 page_no, i64 source offset,
+u32 n, i32 cluster (-1: clusters off), u32 m, then n x u64 keys (Outcome.applied), then
+m x u32: the page's MinHash signature when the host's cluster state took it in (the page
+opened a cluster, or clusters.follow), else m = 0. A "DTD1" delta (no cluster fields,
+written before clusters existed) is still read.
 """
 
 from __future__ import annotations
@@ -33,11 +36,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from worker.errors import StateError
+from worker.model import Outcome
 from worker.params import EngineParams
+from worker.pipeline import replay_cluster
 from worker.table import HostTable
 
-_DELTA_MAGIC = b"DTD1"
-_DELTA = struct.Struct("<4sQqI")
+_DELTA_MAGIC = b"DTD2"
+_DELTA = struct.Struct("<4sQqIiI")
+_DELTA_V1 = struct.Struct("<4sQqI")
 
 Getter = Callable[[bytes], bytes | None]
 
@@ -49,28 +55,46 @@ class Delta:
     page_no: int
     source_offset: int
     keys: tuple[int, ...]
+    cluster: int = -1  # the page's template cluster; -1 when clusters were off
+    signature: bytes = b""  # Outcome.cluster_signature: u32 little-endian slots, or empty
 
 
-def encode_delta(page_no: int, source_offset: int, keys: Sequence[int]) -> bytes:
-    return _DELTA.pack(_DELTA_MAGIC, page_no, source_offset, len(keys)) + array("Q", keys).tobytes()
+def encode_delta(
+    page_no: int, source_offset: int, keys: Sequence[int], cluster: int = -1, signature: bytes = b""
+) -> bytes:
+    head = _DELTA.pack(_DELTA_MAGIC, page_no, source_offset, len(keys), cluster, len(signature) // 4)
+    return head + array("Q", keys).tobytes() + signature
 
 
 def decode_delta(data: bytes) -> Delta:
+    if data[:4] == b"DTD1":
+        try:
+            _, page_no, offset, n = _DELTA_V1.unpack_from(data)
+        except struct.error as exc:
+            raise StateError(f"page delta too short ({len(data)} bytes)") from exc
+        if len(data) != _DELTA_V1.size + 8 * n:
+            raise StateError(f"page delta of {len(data)} bytes does not hold {n} keys")
+        keys = array("Q")
+        keys.frombytes(data[_DELTA_V1.size :])
+        return Delta(page_no, offset, tuple(keys))
     try:
-        magic, page_no, offset, n = _DELTA.unpack_from(data)
+        magic, page_no, offset, n, cluster, m = _DELTA.unpack_from(data)
     except struct.error as exc:
         raise StateError(f"page delta too short ({len(data)} bytes)") from exc
-    if magic != _DELTA_MAGIC or len(data) != _DELTA.size + 8 * n:
+    end = _DELTA.size + 8 * n
+    if magic != _DELTA_MAGIC or len(data) != end + 4 * m:
         raise StateError(f"not a page delta (magic {magic!r}, {len(data)} bytes for {n} keys)")
     keys = array("Q")
-    keys.frombytes(data[_DELTA.size :])
-    return Delta(page_no, offset, tuple(keys))
+    keys.frombytes(data[_DELTA.size : end])
+    return Delta(page_no, offset, tuple(keys), cluster, bytes(data[end:]))
 
 
 def apply_delta(table: HostTable, delta: Delta, params: EngineParams) -> None:
     """Replay one page on a table: what `pipeline.decide` did to it, without the HTML."""
     if delta.page_no != table.pages + 1:
         raise StateError(f"delta of page {delta.page_no} does not follow page {table.pages}")
+    if delta.cluster >= 0:
+        replay_cluster(table, delta.cluster, delta.signature, params.clusters)
     table.observe(delta.keys)
     table.take_event(params.events)
     table.source_offset = delta.source_offset
@@ -91,10 +115,12 @@ class StateLayout:
     def snapshot_key(self, host: str, page_no: int) -> bytes:
         return b"s/%d/%s" % ((page_no // self.k) % 2, host.encode())
 
-    def records(self, host: str, table: HostTable, applied: Sequence[int]) -> list[tuple[bytes, bytes]]:
+    def records(self, host: str, table: HostTable, outcome: Outcome) -> list[tuple[bytes, bytes]]:
         """The records for the page `decide` just applied to `table` (its source_offset set)."""
         page_no = table.pages
-        out = [(self.delta_key(host, page_no), encode_delta(page_no, table.source_offset, applied))]
+        cluster = -1 if outcome.cluster is None else outcome.cluster
+        delta = encode_delta(page_no, table.source_offset, outcome.applied, cluster, outcome.cluster_signature)
+        out = [(self.delta_key(host, page_no), delta)]
         if page_no % self.k == 0:
             out.append((self.snapshot_key(host, page_no), table.to_bytes()))
         return out
