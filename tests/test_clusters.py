@@ -288,7 +288,7 @@ def random_page(rng: random.Random, kind: int) -> set[int]:
 
 
 def test_stream_assigner_is_bounded_and_expires() -> None:
-    params = ClusterParams(max_clusters=3, ttl_pages=10)
+    params = ClusterParams(max_clusters=3, tb=10, n=1.0)
     hc = HostClusters(params)
     rng = random.Random(1)
     seen = []
@@ -297,7 +297,7 @@ def test_stream_assigner_is_bounded_and_expires() -> None:
         seen.append(a)
         assert len(hc.clusters) <= 3
     assert any(a.dropped for a in seen)
-    # Expiry: a kind not seen for more than ttl_pages pages is gone.
+    # Expiry: a kind not seen for more than its lifetime (10 pages here, n=1: flat) is gone.
     hc = HostClusters(params)
     first = hc.assign(random_page(rng, 0)).cid
     for _ in range(11):
@@ -309,8 +309,24 @@ def test_stream_assigner_is_bounded_and_expires() -> None:
     assert back.new and back.cid != first
 
 
+def test_clusters_expire_like_segments_a_big_cluster_outlives_a_one_page_one() -> None:
+    params = ClusterParams()  # the segment table's lifetime: 20 pages for 1 page, ~500 from 10 on
+    assert [params.lifetime(p) for p in (1, 2, 10)] == [20, 51, 499]
+    hc = HostClusters(params)
+    rng = random.Random(3)
+    big = [hc.assign(random_page(rng, 0)).cid for _ in range(10)][0]
+    small = hc.assign(random_page(rng, 1)).cid
+    dropped = []
+    for _ in range(40):
+        a = hc.assign(random_page(rng, 2))
+        dropped += [(d[0], d[2], hc.clock) for d in a.dropped]
+    # The one-page cluster (page 11) goes on the first page more than 20 pages later.
+    assert dropped == [(small, EXPIRED, 32)]
+    assert big in {c.cid for c in hc.clusters}
+
+
 def test_stream_assigner_round_trips_through_bytes() -> None:
-    params = ClusterParams(max_clusters=4, ttl_pages=50)
+    params = ClusterParams(max_clusters=4, tb=5)
     rng = random.Random(2)
     pages = [random_page(rng, rng.randrange(6)) for _ in range(120)]
     whole = HostClusters(params)
@@ -343,7 +359,7 @@ def test_stream_state_rejects_bad_bytes() -> None:
 
 def test_replay_repeats_assign_from_cid_and_signature() -> None:
     for follow in (False, True):
-        params = ClusterParams(max_clusters=3, ttl_pages=15, follow=follow)
+        params = ClusterParams(max_clusters=3, tb=3, follow=follow)
         rng = random.Random(5)
         pages = [random_page(rng, rng.randrange(5)) for _ in range(150)]
         live = HostClusters(params)
@@ -410,7 +426,7 @@ def test_engine_drops_clusters_with_events() -> None:
     assert len(dropped) == len(pages) - 1
     assert all(e.details["reason"] == EVICTED and e.details["clusters"] == 1 for e in dropped)
     assert [e.details["dropped_cluster"] for e in dropped] == list(range(len(pages) - 1))
-    params = EngineParams(clusters=ClusterParams(ttl_pages=3))
+    params = EngineParams(clusters=ClusterParams(tb=3, n=1.0))
     blog = make_site(HOST, 8, seed=3, layout="blog")
     news, _ = mixed_host(1)
     _, outs = engine_run([news[1], *blog], params)  # the news page type is not seen again

@@ -593,6 +593,8 @@ class StreamCluster:
     bands: frozenset[int] = frozenset()  # its LSH band hashes (band number mixed in)
 
 
+_LIFE_SIZE = 64  # lifetimes are flat long before 64 pages (as the segment table's)
+
 # Wire layout (little-endian): magic "DTC1", clock u64, next_id u32, num_perm u32, n u32,
 # then per cluster: cid u32, pages u64, last_seen u64, signature num_perm x u32.
 CLUSTERS_MAGIC = b"DTC1"
@@ -600,7 +602,7 @@ _HEAD = struct.Struct("<4sQIII")
 _ENTRY = struct.Struct("<IQQ")
 
 EVICTED = "evicted"  # a new cluster needed the place of the least recently seen one
-EXPIRED = "expired"  # unseen for clusters.ttl_pages of the host's pages
+EXPIRED = "expired"  # unseen for its lifetime (ClusterParams.lifetime of its pages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -633,7 +635,7 @@ class HostClusters:
     changelog), so a replayed host ends in the same state.
     """
 
-    __slots__ = ("_hasher", "clock", "clusters", "next_id", "params")
+    __slots__ = ("_hasher", "_life", "clock", "clusters", "next_id", "params")
 
     def __init__(self, params: ClusterParams) -> None:
         self.params = params
@@ -641,6 +643,10 @@ class HostClusters:
         self.next_id = 0
         self.clusters: list[StreamCluster] = []
         self._hasher = _hasher(params.num_perm, params.seed)
+        self._life = [params.lifetime(p) for p in range(_LIFE_SIZE)]
+
+    def lifetime(self, pages: int) -> int:
+        return self._life[pages] if pages < _LIFE_SIZE else self._life[-1]
 
     def signature(self, keys: Iterable[int]) -> NDArray[np.uint32]:
         return (self._hasher.signature(keys) >> U64(32)).astype(np.uint32)
@@ -654,10 +660,10 @@ class HostClusters:
     def _tick(self) -> list[tuple[int, int, str]]:
         """Advance the clock one page and drop the clusters that expire on it."""
         self.clock = page = self.clock + 1
-        ttl = self.params.ttl_pages
-        dropped = [(c.cid, c.pages, EXPIRED) for c in self.clusters if page - c.last_seen > ttl]
+        dropped = [(c.cid, c.pages, EXPIRED) for c in self.clusters if page - c.last_seen > self.lifetime(c.pages)]
         if dropped:
-            self.clusters = [c for c in self.clusters if page - c.last_seen <= ttl]
+            gone = {d[0] for d in dropped}
+            self.clusters = [c for c in self.clusters if c.cid not in gone]
         return dropped
 
     def _open(self, sig: NDArray[np.uint32], bands: frozenset[int], dropped: list[tuple[int, int, str]]) -> int:
