@@ -162,3 +162,36 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     html = "".join(parts)
     assert _walk.count_tags(html) == html.count("<")
     assert _walk.nesting_estimate(html, _NOT_NESTING) == nesting_estimate(html)
+
+
+@needs_fast
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=120),
+    others=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=40),
+    num_perm=st.sampled_from([1, 8, 64, 128]),
+)
+def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], others: list[int], num_perm: int) -> None:
+    from worker import _walk  # type: ignore[attr-defined]
+    from worker.detect import clusters
+
+    salts = clusters.MinHasher(num_perm, 1).salts
+    sig = _walk.minhash32(set(keys), salts)
+    assert sig == clusters.minhash32_python(set(keys), salts)
+    # The high halves of MinHasher's signature, which the batch clustering uses.
+    assert np.array_equal(
+        np.frombuffer(sig, dtype="<u4"), (clusters.MinHasher(num_perm, 1).signature(set(keys)) >> np.uint64(32))
+    )
+    other = _walk.minhash32(others + keys[: len(keys) // 2], salts)
+    assert _walk.agree32(sig, other) == clusters.agree32_python(sig, other)
+    for bands in {1, max(1, num_perm // 4), num_perm}:
+        got = _walk.bands32(sig, bands, clusters._BAND_MULT, clusters._BAND_SALT)
+        assert got == clusters.bands32_python(sig, bands, clusters._BAND_MULT, clusters._BAND_SALT)
+        assert len(got) == bands
+
+
+def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
+    from worker.detect import clusters
+
+    compiled = fastwalk.module() is not None
+    assert (clusters._minhash32 is not clusters.minhash32_python) == compiled

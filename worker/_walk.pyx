@@ -27,7 +27,7 @@ from libc.string cimport memcmp, memcpy
 
 # worker.fastwalk uses this module only if it was built from the source it expects:
 # bump on every change of this file's Python interface.
-ABI = 5
+ABI = 6
 
 
 cdef extern from "dlfcn.h" nogil:
@@ -897,3 +897,65 @@ def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t th
                 else:
                     (<list>bucket).append(key)
     return dfs, added, removed
+
+
+# -- template clusters: MinHash signatures, LSH bands, agreement ---------------------------
+# worker.detect.clusters computes the same with numpy (its *_python functions, the
+# reference); these save the ~25 small numpy calls a page otherwise costs.
+
+cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+def minhash32(keys, bytes salts):
+    """The MinHash signature of a set of 64-bit keys: for each salt s (u64 little-endian in
+    `salts`), the high 32 bits of min over the keys of mix(key ^ s), as u32 little-endian
+    bytes (all ones for no keys)."""
+    cdef Py_ssize_t n_perm = len(salts) // 8, n = 0, i, j
+    cdef const unsigned long long *salt = <const unsigned long long *><const char *>salts
+    cdef unsigned long long z, low
+    cdef unsigned long long[::1] ks
+    cdef array.array held = array.array("Q", keys)
+    n = len(held)
+    ks = held
+    out = PyBytes_FromStringAndSize(NULL, n_perm * 4)
+    cdef unsigned int *sig = <unsigned int *><char *>out
+    for i in range(n_perm):
+        low = 0xFFFFFFFFFFFFFFFFULL
+        for j in range(n):
+            z = _mix(ks[j] ^ salt[i])
+            if z < low:
+                low = z
+        sig[i] = <unsigned int>(low >> 32)
+    return out
+
+
+def bands32(bytes sig, Py_ssize_t bands, bytes mult, bytes salt):
+    """LSH band hashes of a u32 signature: band b's hash is the sum over its rows r of
+    slot * mult[r], plus salt[b] (u64 arithmetic, wrapping), as a frozenset."""
+    cdef Py_ssize_t n = len(sig) // 4, rows = n // bands, b, r
+    cdef const unsigned int *s = <const unsigned int *><const char *>sig
+    cdef const unsigned long long *m = <const unsigned long long *><const char *>mult
+    cdef const unsigned long long *a = <const unsigned long long *><const char *>salt
+    cdef unsigned long long h
+    if rows * 8 > len(mult) or bands * 8 > len(salt):
+        raise ValueError("not enough band constants")
+    out = []
+    for b in range(bands):
+        h = 0
+        for r in range(rows):
+            h += <unsigned long long>s[b * rows + r] * m[r]
+        out.append(h + a[b])
+    return frozenset(out)
+
+
+def agree32(bytes a, bytes b):
+    """How many u32 slots of two signatures are equal."""
+    cdef Py_ssize_t n = min(len(a), len(b)) // 4, i, count = 0
+    cdef const unsigned int *x = <const unsigned int *><const char *>a
+    cdef const unsigned int *y = <const unsigned int *><const char *>b
+    for i in range(n):
+        count += x[i] == y[i]
+    return count

@@ -29,7 +29,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 logger = logging.getLogger(__name__)
 
-ABI = 5  # worker/_walk.pyx's ABI this module is written for
+ABI = 6  # worker/_walk.pyx's ABI this module is written for
 
 _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 

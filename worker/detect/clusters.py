@@ -46,11 +46,14 @@ import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from xxhash import xxh3_64_intdigest
 
+from worker import fastwalk
 from worker.errors import ConfigError, StateError
 from worker.model import Block
 from worker.params import ClusterParams
@@ -76,6 +79,8 @@ def path_key(path: str) -> int:
     return key
 
 
+_PATH_OF = itemgetter(0)  # a Block's path
+
 # A host's pages repeat their block paths: their keys are cached (bounded).
 _PATH_KEYS: dict[str, int] = {}
 _PATH_KEYS_MAX = 1 << 16
@@ -87,7 +92,9 @@ def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int
         raise ConfigError(f"features must be one of {FEATURES}, not {features!r}")
     keys: set[int] = set()
     if features != "segments":
-        keys.update(map(path_key, {b[0] for b in blocks}))  # b[0]: the block's path
+        cached = _PATH_KEYS.get
+        # `or` also covers a path whose key is 0: path_key gives 0 again.
+        keys = {cached(path) or path_key(path) for path in set(map(_PATH_OF, blocks))}
     if features != "blocks":
         keys.update(seg.key for b in blocks for seg in b.segments)
     return frozenset(keys)
@@ -139,6 +146,7 @@ class MinHasher:
         self.seed = seed
         rng = np.random.default_rng(seed)
         self._salt = rng.integers(0, 2**63, size=num_perm, dtype=np.int64).astype(U64) * U64(2) + U64(1)
+        self.salts = self._salt.astype("<u8").tobytes()  # for minhash32
 
     def signature(self, keys: Iterable[int]) -> NDArray[np.uint64]:
         arr = np.fromiter(keys, dtype=U64)
@@ -587,7 +595,7 @@ class StreamCluster:
     """One template cluster of a host: id, representative signature, pages, last page seen."""
 
     cid: int
-    signature: NDArray[np.uint32]
+    signature: bytes  # num_perm u32 slots, little-endian
     pages: int
     last_seen: int
     bands: frozenset[int] = frozenset()  # its LSH band hashes (band number mixed in)
@@ -643,13 +651,14 @@ class HostClusters:
         self.next_id = 0
         self.clusters: list[StreamCluster] = []
         self._hasher = _hasher(params.num_perm, params.seed)
-        self._life = [params.lifetime(p) for p in range(_LIFE_SIZE)]
+        self._life = _lifetimes(params)
 
     def lifetime(self, pages: int) -> int:
         return self._life[pages] if pages < _LIFE_SIZE else self._life[-1]
 
-    def signature(self, keys: Iterable[int]) -> NDArray[np.uint32]:
-        return (self._hasher.signature(keys) >> U64(32)).astype(np.uint32)
+    def signature(self, keys: Iterable[int]) -> bytes:
+        """The page's signature: num_perm u32 slots (the high halves of MinHasher's), as bytes."""
+        return _minhash32(keys, self._hasher.salts)  # type: ignore[no-any-return]
 
     def get(self, cid: int) -> StreamCluster | None:
         for c in self.clusters:
@@ -666,7 +675,7 @@ class HostClusters:
             self.clusters = [c for c in self.clusters if c.cid not in gone]
         return dropped
 
-    def _open(self, sig: NDArray[np.uint32], bands: frozenset[int], dropped: list[tuple[int, int, str]]) -> int:
+    def _open(self, sig: bytes, bands: frozenset[int], dropped: list[tuple[int, int, str]]) -> int:
         if len(self.clusters) >= self.params.max_clusters:
             victim = min(self.clusters, key=lambda c: (c.last_seen, c.cid))
             self.clusters.remove(victim)
@@ -681,13 +690,13 @@ class HostClusters:
         p = self.params
         dropped = self._tick()
         sig = self.signature(keys)
-        bands = _bands32(sig, p.bands)
+        bands = _bands32(sig, p.bands, _BAND_MULT, _BAND_SALT)
         best: StreamCluster | None = None
         best_sim = -1.0
         for c in self.clusters:
             if c.bands.isdisjoint(bands):  # shares no LSH band with the page
                 continue
-            sim = float(np.count_nonzero(c.signature == sig)) / sig.size
+            sim = _agree32(c.signature, sig) / p.num_perm
             if sim > best_sim:  # ties: the older cluster (lower cid, listed first) wins
                 best, best_sim = c, sim
         if best is not None and best_sim >= p.threshold:
@@ -696,10 +705,10 @@ class HostClusters:
             if p.follow:
                 best.signature = sig
                 best.bands = bands
-                return Assignment(best.cid, False, best_sim, tuple(dropped), sig.astype("<u4").tobytes())
+                return Assignment(best.cid, False, best_sim, tuple(dropped), sig)
             return Assignment(best.cid, False, best_sim, tuple(dropped))
         cid = self._open(sig, bands, dropped)
-        return Assignment(cid, True, max(best_sim, 0.0), tuple(dropped), sig.astype("<u4").tobytes())
+        return Assignment(cid, True, max(best_sim, 0.0), tuple(dropped), sig)
 
     def replay(self, cid: int, signature: bytes) -> None:
         """Repeat an `assign` that put its page in `cid` (with the Assignment's signature)."""
@@ -707,26 +716,26 @@ class HostClusters:
         if signature:
             if len(signature) != 4 * self.params.num_perm:
                 raise StateError(f"cluster delta has a signature of {len(signature)} bytes")
-            sig = np.frombuffer(signature, dtype="<u4").astype(np.uint32)
+            sig = bytes(signature)
         dropped = self._tick()
         c = self.get(cid)
         if c is None:
             if sig is None or cid != self.next_id:
                 raise StateError(f"cluster delta opens cluster {cid}, the host's next is {self.next_id}")
-            self._open(sig, _bands32(sig, self.params.bands), dropped)
+            self._open(sig, _bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT), dropped)
             return
         c.pages += 1
         c.last_seen = self.clock
         if sig is not None:
             c.signature = sig
-            c.bands = _bands32(sig, self.params.bands)
+            c.bands = _bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT)
 
     def to_bytes(self) -> bytes:
         p = self.params
         parts = [_HEAD.pack(CLUSTERS_MAGIC, self.clock, self.next_id, p.num_perm, len(self.clusters))]
         for c in self.clusters:
             parts.append(_ENTRY.pack(c.cid, c.pages, c.last_seen))
-            parts.append(c.signature.astype("<u4").tobytes())
+            parts.append(c.signature)
         return b"".join(parts)
 
     @classmethod
@@ -748,10 +757,22 @@ class HostClusters:
         for _ in range(n):
             cid, pages, last = _ENTRY.unpack_from(data, off)
             off += _ENTRY.size
-            sig = np.frombuffer(data, dtype="<u4", count=num_perm, offset=off).astype(np.uint32)
+            sig = bytes(data[off : off + width])
             off += width
-            self.clusters.append(StreamCluster(cid, sig, pages, last, _bands32(sig, params.bands)))
+            bands = _bands32(sig, params.bands, _BAND_MULT, _BAND_SALT)
+            self.clusters.append(StreamCluster(cid, sig, pages, last, bands))
         return self
+
+
+_LIFETIMES: dict[tuple[int, float], list[int]] = {}
+
+
+def _lifetimes(params: ClusterParams) -> list[int]:
+    """t(p) for p < _LIFE_SIZE, computed once per (tb, n): a new host costs no exp() calls."""
+    life = _LIFETIMES.get((params.tb, params.n))
+    if life is None:
+        life = _LIFETIMES[(params.tb, params.n)] = [params.lifetime(p) for p in range(_LIFE_SIZE)]
+    return life
 
 
 _HASHERS: dict[tuple[int, int], MinHasher] = {}
@@ -764,19 +785,67 @@ def _hasher(num_perm: int, seed: int) -> MinHasher:
     return h
 
 
-def _bands32(sig: NDArray[np.uint32], bands: int) -> frozenset[int]:
-    """The signature's LSH band hashes: `bands` bands of num_perm // bands slots each.
+def minhash32_python(keys: Iterable[int], salts: bytes) -> bytes:
+    """`HostClusters.signature` in numpy (the reference for the compiled `minhash32`): for
+    each salt, the high 32 bits of MinHasher's minimum, as u32 little-endian bytes."""
+    salt = np.frombuffer(salts, dtype="<u8").astype(U64)
+    arr = np.fromiter(keys, dtype=U64)
+    if arr.size == 0:
+        return np.full(salt.size, 0xFFFFFFFF, dtype="<u4").tobytes()
+    z = arr[:, None] ^ salt[None, :]
+    z = (z ^ (z >> U64(30))) * _M1
+    z = (z ^ (z >> U64(27))) * _M2
+    z ^= z >> U64(31)
+    return bytes((z.min(axis=0) >> U64(32)).astype("<u4").tobytes())
 
-    A band's hash is a multiply-add of its slots with odd constants, plus the band's own
-    constant, so equal hashes mean (with odds of 2^-64) the same band with the same
-    slots: two signatures share a band exactly when their sets intersect.
-    """
-    rows = sig.size // bands
-    m = sig[: rows * bands].astype(np.uint64).reshape(bands, rows)
-    h = (m * _BAND_MULT[:rows]).sum(axis=1, dtype=np.uint64) + _BAND_SALT[:bands]
-    return frozenset(h.tolist())
+
+def bands32_python(sig: bytes, bands: int, mult: bytes, salt: bytes) -> frozenset[int]:
+    """The signature's LSH band hashes (the reference for the compiled `bands32`): `bands`
+    bands of num_perm // bands slots; a band's hash is the sum of its slots times odd
+    constants plus the band's own constant (u64, wrapping), so equal hashes mean (with
+    odds of 2^-64) the same band with the same slots: two signatures share a band exactly
+    when their sets intersect."""
+    s = np.frombuffer(sig, dtype="<u4").astype(U64)
+    rows = s.size // bands
+    m = s[: rows * bands].reshape(bands, rows)
+    h = (m * np.frombuffer(mult, dtype="<u8")[:rows]).sum(axis=1, dtype=U64)
+    return frozenset((h + np.frombuffer(salt, dtype="<u8")[:bands]).tolist())
+
+
+def agree32_python(a: bytes, b: bytes) -> int:
+    """How many u32 slots of two signatures are equal (the reference for `agree32`)."""
+    return int(np.count_nonzero(np.frombuffer(a, dtype="<u4") == np.frombuffer(b, dtype="<u4")))
 
 
 _BAND_RNG = np.random.default_rng(0x5EED)
-_BAND_MULT = _BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
-_BAND_SALT = _BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+_BAND_MULT = (
+    (_BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(U64) * U64(2) + U64(1)).astype("<u8").tobytes()
+)
+_BAND_SALT = (_BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(U64) * U64(2)).astype("<u8").tobytes()
+
+
+def _compiled() -> tuple[Any, Any, Any]:
+    """The compiled signature, band and agreement functions when they give the numpy
+    ones' results on a probe, else the numpy ones."""
+    python = (minhash32_python, bands32_python, agree32_python)
+    mod = fastwalk.module()
+    if mod is None or not hasattr(mod, "minhash32"):
+        return python
+    rng = np.random.default_rng(7)
+    keys = [int(k) for k in rng.integers(0, 2**63, size=50, dtype=np.int64)] + [2**64 - 1, 0]
+    salts = MinHasher(64, 1).salts
+    try:
+        sig = mod.minhash32(keys, salts)
+        other = mod.minhash32(keys[:30], salts)
+        same = (
+            sig == minhash32_python(keys, salts)
+            and mod.minhash32([], salts) == minhash32_python([], salts)
+            and mod.bands32(sig, 16, _BAND_MULT, _BAND_SALT) == bands32_python(sig, 16, _BAND_MULT, _BAND_SALT)
+            and mod.agree32(sig, other) == agree32_python(sig, other)
+        )
+    except Exception:  # a build that does not fit this source
+        same = False
+    return (mod.minhash32, mod.bands32, mod.agree32) if same else python
+
+
+_minhash32, _bands32, _agree32 = _compiled()
