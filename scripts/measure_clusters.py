@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import re
 import sys
 import time
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from xxhash import xxh3_64_intdigest
 
+from tests.page_types import URL_TYPES, purity
 from worker.detect.clusters import (
     BatchParams,
     ClusterParams,
@@ -51,58 +51,6 @@ MULTI = [
     "news-big5-09",
 ]
 TYPED = MULTI[:3]
-
-
-def _path(url: str) -> str:
-    rest = url.split("://", 1)[-1]
-    return rest.split("/", 1)[1] if "/" in rest else ""
-
-
-def type_lilianweng(url: str) -> str:
-    p = _path(url)
-    if p.startswith("tags/"):
-        return "tag"
-    if re.match(r"posts/\d{4}-", p):
-        return "post"
-    if p.startswith(("page/", "posts/page/")) or p in ("posts/", "posts/index.html"):
-        return "list"
-    return "other"
-
-
-def type_lenskit(url: str) -> str:
-    p = _path(url)
-    for prefix in ("api/", "guide/"):
-        if p.startswith(prefix):
-            return prefix[:-1]
-    return "other"
-
-
-def type_antsr(url: str) -> str:
-    p = _path(url)
-    for prefix in ("docs/reference/", "docs/articles/"):
-        if p.startswith(prefix):
-            return prefix.split("/")[1]
-    return "other"
-
-
-URL_TYPES: dict[str, Callable[[str], str]] = {
-    "site-lilianweng-hugo": type_lilianweng,
-    "site-lenskit-docs": type_lenskit,
-    "site-antsr-pkgdown": type_antsr,
-}
-
-
-def purity(labels: Sequence[int], types: Sequence[str]) -> tuple[float, float]:
-    """Purity (majority type per cluster) and inverse purity (largest cluster per type)."""
-    by_cluster: dict[int, Counter[str]] = {}
-    by_type: dict[str, Counter[int]] = {}
-    for lab, t in zip(labels, types, strict=True):
-        by_cluster.setdefault(lab, Counter())[t] += 1
-        by_type.setdefault(t, Counter())[lab] += 1
-    n = len(labels)
-    pur = sum(c.most_common(1)[0][1] for c in by_cluster.values()) / n
-    inv = sum(c.most_common(1)[0][1] for c in by_type.values()) / n
-    return pur, inv
 
 
 def blocks_of(corpus: Corpus, sp: SegmentParams) -> list[tuple[int, list]]:

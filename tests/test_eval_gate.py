@@ -56,3 +56,34 @@ def test_f1_stays_above_floor(corpus: str) -> None:
         f"{corpus}: F1 {f1:.4f} fell below its floor {floor:.2f} "
         f"(P {result.scores.precision:.4f}, R {result.scores.recall:.4f})"
     )
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("corpus", sorted(k for k in FLOORS["cluster_purity"] if k != "about"))
+def test_template_clusters_stay_as_pure_as_measured(corpus: str) -> None:
+    """The engine's template clusters against URL page types: purity (each cluster's
+    majority type) and inverse purity (each type's largest cluster) above their floors."""
+    from tests.page_types import URL_TYPES, purity
+    from worker.pipeline import process_page
+    from worker.state.memory import MemoryStore
+
+    if not CORPORA.is_dir():
+        pytest.skip(f"development corpora not found at {CORPORA}")
+    folder = CORPORA / corpus
+    if not (folder / "pages.jsonl.gz").is_file():
+        pytest.skip(f"corpus {corpus} not found in {CORPORA}")
+    store = MemoryStore()
+    labels: list[int] = []
+    types: list[str] = []
+    for page in load_corpus(folder).pages:
+        out = process_page(page, store, EngineParams())
+        if out.cluster is not None:
+            labels.append(out.cluster)
+            types.append(URL_TYPES[corpus](page.url))
+    pur, inv = purity(labels, types)
+    floor_pur, floor_inv = FLOORS["cluster_purity"][corpus]
+    tol = FLOORS["tolerance"]
+    assert pur >= floor_pur - tol and inv >= floor_inv - tol, (
+        f"{corpus}: purity {pur:.3f} / inverse {inv:.3f} below the floors {floor_pur} / {floor_inv} "
+        f"({len(set(labels))} clusters)"
+    )
