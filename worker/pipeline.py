@@ -87,8 +87,8 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     if cp.enabled:
         # The page's template cluster (docs/clusters.md); with statistics, its segment
         # keys are counted again under the cluster's tagged keys.
-        hosts_clusters = host_clusters(table, cp)
-        assignment = hosts_clusters.assign(page_paths(blocks, cp.features))
+        clusters = host_clusters(table, cp)
+        assignment = clusters.assign(page_paths(blocks, cp.features))
         if cp.statistics:
             cl_keys = cluster_keys(keys, assignment.cid)
     sketches: list[PageletSketch] = []
@@ -114,7 +114,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         template_keys = {key for key, df in zip(keys, dfs, strict=True) if df >= threshold}
         if cl_keys and assignment is not None:
             # A segment is also template when its cluster's pages make it so.
-            cpages = hosts_clusters.get(assignment.cid).pages  # type: ignore[union-attr]
+            cpages = assignment.pages
             cthreshold = _threshold(tparams.template_df, tparams.early_df, cpages)
             if cpages >= cthreshold:
                 cdfs = all_dfs[len(all_dfs) - n :]
@@ -145,11 +145,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     in_template_pagelet: bytearray | None = None
     if sketches and method == METHOD_TABLE:
         quorum = pgp.quorum
-        pl_threshold = threshold
-        if pgp.template_df:
-            pl_threshold = pgp.template_df
-            if tparams.early_df and pages < pl_threshold:
-                pl_threshold = max(tparams.early_df, pages)
+        pl_threshold = _threshold(pgp.template_df, tparams.early_df, pages) if pgp.template_df else threshold
         for p in sketches:
             pdf = pagelet_df([pl_df.get(key, 0) for key in p.keys], quorum)
             if pdf >= pl_threshold:
@@ -200,7 +196,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     )
     events: tuple[TemplateEvent, ...] = ()
     if assignment is not None and cp.events and (assignment.dropped or (assignment.new and assignment.cid > 0)):
-        events = cluster_events(page, table.pages, assignment, len(hosts_clusters.clusters))
+        events = cluster_events(page, table.pages, assignment, len(clusters.clusters))
     event = table.take_event(params.events)
     if event is not None:
         report = None

@@ -622,7 +622,7 @@ class Assignment:
     clusters that went on this page, each (cid, pages, EXPIRED or EVICTED).
     signature: the page's signature (u32 little-endian slots) when the host's state took
     it in (a new cluster, or every page with `follow`), else empty; `HostClusters.replay`
-    needs it.
+    needs it. pages: the cluster's pages, this one included.
     """
 
     cid: int
@@ -630,6 +630,7 @@ class Assignment:
     similarity: float
     dropped: tuple[tuple[int, int, str], ...]
     signature: bytes = b""
+    pages: int = 1
 
 
 class HostClusters:
@@ -705,8 +706,8 @@ class HostClusters:
             if p.follow:
                 best.signature = sig
                 best.bands = bands
-                return Assignment(best.cid, False, best_sim, tuple(dropped), sig)
-            return Assignment(best.cid, False, best_sim, tuple(dropped))
+                return Assignment(best.cid, False, best_sim, tuple(dropped), sig, best.pages)
+            return Assignment(best.cid, False, best_sim, tuple(dropped), b"", best.pages)
         cid = self._open(sig, bands, dropped)
         return Assignment(cid, True, max(best_sim, 0.0), tuple(dropped), sig)
 
