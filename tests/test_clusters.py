@@ -491,3 +491,20 @@ def test_clusters_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["clusters", str(src), "--method", "mdl", "--path-mode", "tag_class"]) == 0
     out = capsys.readouterr().out
     assert f"{HOST}: 20 pages -> 2 clusters (mdl" in out
+
+
+def test_clusters_command_stream_reports_the_engines_clusters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pages, truth = mixed_host(10)
+    src = write_jsonl(pages, tmp_path / "pages.jsonl")
+    assert main(["clusters", str(src), "--method", "stream", "--json", "--samples", "10"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["cluster"], r["pages"], r["live"]) for r in records] == [(0, 10, True), (1, 10, True)]
+    url_kind = {p.page.url: t for p, t in zip(pages, truth, strict=True)}
+    for r in records:  # the same ids as the clean pages of `detemplate run`
+        assert len({url_kind[u] for u in r["sample_urls"]}) == 1
+    assert main(["clusters", str(src), "--method", "stream", "--param", "clusters.max_clusters=1"]) == 0
+    out = capsys.readouterr().out
+    assert f"{HOST}: 20 pages -> 20 clusters (stream" in out and "1 live at the end, 38 cluster events" in out
+    assert main(["clusters", str(src), "--method", "stream", "--param", "clusters.enabled=false"]) == 2
