@@ -11,7 +11,7 @@ D=demo
 rm -rf "$D"
 mkdir -p "$D"
 
-echo "== 1. a sample crawl: 6 generated sites, 40 pages each"
+echo "== 1. a sample crawl: 6 generated sites, 40 pages each (one also has a /docs/ section of another page type)"
 "$BIN/detemplate" sample "$D/sample" --sites 6 --pages 40
 
 echo
@@ -22,7 +22,7 @@ echo "-- one cleaned page, block by block:"
 "$BIN/python" - "$D/clean.jsonl" <<'PY'
 import json, sys
 rec = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")][30]
-print(f"{rec['url']}  (page {rec['page_no']} of its host)")
+print(f"{rec['url']}  (page {rec['page_no']} of its host, template cluster {rec['cluster']})")
 blocks = rec["blocks"]
 shown = blocks[:6] + [b for b in blocks[6:] if b["verdict"] == "content"][:4] + blocks[-3:]
 for b in blocks:
@@ -33,8 +33,9 @@ print(f"  ({len(blocks)} blocks, {rec['counts']['template_blocks']} template; "
 print("kept text:", rec["text"][:240].replace("\n", " / "), "...")
 PY
 echo
-echo "-- template events:"
-head -3 "$D/events.jsonl"
+echo "-- template events (the first two templates learned, and each new page type):"
+grep -m 2 '"template.learned"' "$D/events.jsonl"
+grep '"template.cluster_new"' "$D/events.jsonl" || true
 echo
 echo "-- quality against the sample's gold content:"
 "$BIN/detemplate" eval "$D/sample" >"$D/eval.txt"

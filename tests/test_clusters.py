@@ -37,8 +37,9 @@ from worker.detect.clusters import (
 from worker.errors import ConfigError, StateError
 from worker.model import Outcome
 from worker.params import ClusterParams, EngineParams, SegmentParams
-from worker.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide
+from worker.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
 from worker.segment import segment_html
+from worker.state.memory import MemoryStore
 from worker.table import HostTable, is_tagged_key
 
 HOST = "mixed.example"
@@ -508,3 +509,18 @@ def test_clusters_command_stream_reports_the_engines_clusters(
     out = capsys.readouterr().out
     assert f"{HOST}: 20 pages -> 20 clusters (stream" in out and "1 live at the end, 38 cluster events" in out
     assert main(["clusters", str(src), "--method", "stream", "--param", "clusters.enabled=false"]) == 2
+
+
+def test_the_sample_crawl_has_a_host_with_two_page_types_and_the_engine_sees_them() -> None:
+    from worker.samples import sample_crawl
+
+    crawl = sample_crawl(sites=3, pages=12)
+    first = [sp for sp in crawl if sp.page.host == "site1.blog.example"]
+    assert len(crawl) == 3 * 12 + 3 and len(first) == 15
+    store = MemoryStore()
+    outs = {sp.page.url: process_page(sp.page, store, EngineParams()) for sp in crawl}
+    docs = {outs[sp.page.url].cluster for sp in first if "/docs/" in sp.page.url}
+    blog = {outs[sp.page.url].cluster for sp in first if "/docs/" not in sp.page.url}
+    assert len(docs) == 1 and len(blog) == 1 and docs != blog
+    new = [e for o in outs.values() for e in o.events if e.type == CLUSTER_NEW]
+    assert [(e.host, e.cluster) for e in new] == [("site1.blog.example", docs.pop())]

@@ -32,7 +32,7 @@ import gzip
 import json
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -417,13 +417,35 @@ SAMPLE_LAYOUTS = ("blog", "docs", "news")
 
 
 def sample_crawl(sites: int = 6, pages: int = 40, seed: int = 0) -> list[SitePage]:
-    """A crawl of `sites` generated hosts with `pages` pages each, interleaved as a crawler would."""
+    """A crawl of `sites` generated hosts with `pages` pages each, interleaved as a crawler
+    would. The first host has a second page type as well: a `/docs/` section in the docs
+    layout, one page after every four of its blog pages (pages // 4 of them), so the
+    crawl shows a host with two templates (two template clusters)."""
     made = [
         make_site(f"site{n + 1}.{SAMPLE_LAYOUTS[n % len(SAMPLE_LAYOUTS)]}.example", pages, seed=seed + n,
                   layout=SAMPLE_LAYOUTS[n % len(SAMPLE_LAYOUTS)])
         for n in range(sites)
     ]
+    if made and pages >= 4:
+        made[0] = _with_section(made[0], "docs", pages // 4, seed + 1000)
     return interleave(*made)
+
+
+def _with_section(site: list[SitePage], layout: str, n_pages: int, seed: int) -> list[SitePage]:
+    """`site` with `n_pages` pages of another layout under /<layout>/ of the same host,
+    one after every four of its own."""
+    host = site[0].page.host
+    prefix = f"https://{host}/"
+    extra = [
+        replace(sp, page=replace(sp.page, url=sp.page.url.replace(prefix, f"{prefix}{layout}/", 1)))
+        for sp in make_site(host, n_pages, seed=seed, layout=layout)
+    ]
+    out: list[SitePage] = []
+    for i, sp in enumerate(site):
+        out.append(sp)
+        if i % 4 == 3 and extra:
+            out.append(extra.pop(0))
+    return out + extra
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -450,8 +472,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=(
             "Generate a deterministic sample crawl: SITES sites (blog, docs and news layouts), PAGES pages "
             "each, with a shared template (header, nav, sidebar, footer) and page-specific articles, "
-            "interleaved as a crawler delivers them. Writes crawl.warc.gz, pages.jsonl.gz and "
-            "gold.jsonl.gz (the article text of each page): a corpus folder `detemplate eval` reads."
+            "interleaved as a crawler delivers them; the first site also has a /docs/ section of PAGES/4 "
+            "pages in another layout (a second page type: a second template cluster). Writes crawl.warc.gz, "
+            "pages.jsonl.gz and gold.jsonl.gz (the article text of each page): a corpus folder `detemplate eval` reads."
         ),
     )
     p.add_argument("output", metavar="DIR", help="folder to write into (created)")
