@@ -119,8 +119,10 @@ class Cluster:
                 if proc.pid not in self.stopped and proc.poll() not in (None, -signal.SIGKILL):
                     pytest.fail(f"a worker exited with {proc.returncode}:\n{self.logs_tail()}")
             if time.monotonic() > deadline:
+                explain = getattr(done, "explain", None)
+                why = explain(records, self) + "\n" if explain is not None else ""
                 pytest.fail(f"{topic}: condition not met within {timeout_s} s ({len(records)} records)\n"
-                            f"{self.logs_tail()}")
+                            f"{why}{self.logs_tail()}")
             time.sleep(0.5)
 
     def logs_tail(self) -> str:

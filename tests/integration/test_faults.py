@@ -36,6 +36,7 @@ from tests.integration.conftest import (
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, assignment
 from worker.model import RawPage
 from worker.params import EngineParams
+from worker.stream.kafka_io import Record
 from worker.stream.state import StateLayout
 
 pytestmark = pytest.mark.broker
@@ -112,9 +113,29 @@ def assert_each_input_once(c: Cluster, sent: dict[Position, Message]) -> dict[Po
     return {pos: next(iter(vals)) for pos, vals in out.items()}
 
 
-def all_urls_out(pages: list[RawPage]) -> object:
-    urls = {p.url for p in pages}
-    return lambda rs: {json.loads(r.value)["url"] for r in rs} >= urls
+class all_urls_out:  # lower case: used like the predicate functions beside it
+    """Predicate for `Cluster.wait_for`: every page's URL is on the clean topic. On a
+    timeout, `explain` says which are missing and where their raw messages are."""
+
+    def __init__(self, pages: list[RawPage]) -> None:
+        self.urls = {p.url for p in pages}
+
+    def __call__(self, records: list[Record]) -> bool:
+        return {json.loads(r.value)["url"] for r in records} >= self.urls
+
+    def explain(self, records: list[Record], cluster: Cluster) -> str:
+        missing = self.urls - {json.loads(r.value)["url"] for r in records}
+        where = {}
+        for r in cluster.read(cluster.settings.topic_raw):
+            try:
+                url = json.loads(r.value)["url"]
+            except (TypeError, ValueError, KeyError):
+                continue
+            if url in missing:
+                where.setdefault(url, []).append(f"{r.partition}/{r.offset}")
+        lines = [f"{len(missing)} page(s) not out; their raw messages (partition/offset):"]
+        lines += [f"  {u}: {', '.join(where.get(u, ['not on the raw topic']))}" for u in sorted(missing)[:10]]
+        return "\n".join(lines)
 
 
 def first_clean_after(c: Cluster, before: int, start: float, timeout_s: float = 120.0) -> float:
