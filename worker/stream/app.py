@@ -39,6 +39,7 @@ from worker.params import EngineParams
 from worker.pipeline import decide
 from worker.settings import StreamSettings
 from worker.sources import decode_record
+from worker.stream.commits import SafeCommitTransport
 from worker.stream.state import StateLayout
 from worker.stream.store import CheckedRocksDBStore, is_corruption, store_url
 from worker.table import HostTable
@@ -63,7 +64,8 @@ class WorkerStats:
 
 
 class DetemplateApp(faust.App):
-    """faust.App that uses the Tansu workaround transport when the settings ask for it."""
+    """faust.App with safe offset commits, and the Tansu workaround transport when the
+    settings ask for it."""
 
     def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
         self.tansu = tansu  # read when Faust first builds its transport, after __init__
@@ -74,7 +76,8 @@ class DetemplateApp(faust.App):
             from worker.stream.tansu import TansuTransport
 
             return TansuTransport(self.conf.broker_consumer, self)
-        return super()._new_transport()
+        # Commits that never pass over an unprocessed message (worker/stream/commits.py).
+        return SafeCommitTransport(self.conf.broker_consumer, self)
 
 
 def decode_message(key: bytes | None, value: bytes | None, source: str) -> RawPage | DeadPage:

@@ -20,8 +20,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
-from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, Transport
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 from faust.types import TP
+
+from worker.stream.commits import SafeCommitConsumer
 
 logger = logging.getLogger(__name__)
 
@@ -76,13 +78,13 @@ class TansuConsumerThread(AIOKafkaConsumerThread):
         return await fetch_highwaters(bootstrap, partitions)
 
 
-class TansuConsumer(Consumer):
+class TansuConsumer(SafeCommitConsumer):
     def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
         return TansuConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
 
 class TansuTransport(Transport):
-    """The aiokafka transport with the Tansu high-watermark fix."""
+    """The aiokafka transport with the Tansu high-watermark fix (and safe commits)."""
 
     Consumer = TansuConsumer
 
