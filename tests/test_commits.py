@@ -49,3 +49,34 @@ def test_the_worker_uses_the_safe_consumer_with_and_without_the_tansu_workaround
         settings = StreamSettings(broker="kafka://127.0.0.1:1", tansu=tansu)
         app, _ = build_app(settings)
         assert issubclass(app.transport.Consumer, SafeCommitConsumer)
+
+
+def test_the_consumer_withholds_the_commit_and_fetches_the_message_again() -> None:
+    import asyncio
+
+    from faust.types import TP
+
+    from worker.settings import StreamSettings
+    from worker.stream.app import build_app
+
+    async def scenario() -> tuple[list[int | None], list[tuple[TP, int]]]:
+        app, _ = build_app(StreamSettings(broker="kafka://127.0.0.1:1"))
+        consumer = app.consumer
+        seeks: list[tuple[TP, int]] = []
+
+        async def seek(tp: TP, offset: int) -> None:
+            seeks.append((tp, offset))
+
+        consumer.seek = seek  # type: ignore[method-assign]  # record instead of a broker
+        tp = TP("pages.raw", 2)
+        consumer._committed_offset[tp] = 55
+        consumer._acked[tp] = [56, 57]
+        got = [consumer._new_offset(tp), consumer._new_offset(tp)]
+        await asyncio.sleep(0)  # the scheduled seek runs
+        consumer._acked[tp] = [55, 56, 57]  # 55 came again and was processed
+        got.append(consumer._new_offset(tp))
+        return got, seeks
+
+    got, seeks = asyncio.run(scenario())
+    assert got == [None, None, 58]
+    assert seeks == [(("pages.raw", 2), 55)]  # once per hold

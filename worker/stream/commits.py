@@ -9,15 +9,18 @@ message fetched before a rebalance and skipped by the stream for its old generat
 in flight. After a restart or the next rebalance the group resumes past it, and it is lost.
 
 `SafeCommitConsumer` withholds that commit too, unless Faust has recorded the offset as a
-gap (a compacted record or a transaction marker, which has no message). The message is
-fetched again by the seek to the committed offsets that follows every rebalance, so the
-commit resumes as soon as it is processed. A gap Faust cannot see (no message at exactly
-the committed offset right after a seek) would hold commits for ever; after `HOLD_S`
-seconds the offset is treated as such a gap, with a warning, and Faust's commit goes on.
+gap (a compacted record or a transaction marker, which has no message), and seeks the
+partition back to the committed offset, once per hold, so the message is fetched again
+(the messages after it come again too: the worker recognises them as replays and sends
+their outputs again, identical). The commit resumes as soon as it is processed. A gap
+Faust cannot see (no message at exactly the committed offset right after a seek) would
+hold commits for ever; after `HOLD_S` seconds the offset is treated as such a gap, with
+a warning, and Faust's commit goes on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, MutableMapping
@@ -64,8 +67,15 @@ class SafeCommitConsumer(Consumer):
     def _new_offset(self, tp: Any) -> int | None:
         held = self.__dict__.setdefault("_detemplate_held", {})
         gaps = self._gap[tp]
-        if hold_commit(self._acked[tp], self._committed_offset[tp], lambda o: bool(gaps.at(o)), held, tp,
-                       time.monotonic()):
+        committed = self._committed_offset[tp]
+        before = held.get(tp)
+        if hold_commit(self._acked[tp], committed, lambda o: bool(gaps.at(o)), held, tp, time.monotonic()):
+            if committed is not None and (before is None or before[0] != committed):
+                logger.warning("%s: offset %d not processed while later ones were: fetching it again", tp, committed)
+                seeks: set[asyncio.Future[None]] = self.__dict__.setdefault("_detemplate_seeks", set())
+                task = asyncio.ensure_future(self.seek(tp, committed))
+                seeks.add(task)
+                task.add_done_callback(seeks.discard)
             return None
         return super()._new_offset(tp)
 
