@@ -456,6 +456,18 @@ def test_cluster_statistics_count_each_segment_under_its_cluster() -> None:
     assert [e.details for o in outs for e in o.events] == [e.details for o in off_outs for e in o.events]
 
 
+def test_cluster_statistics_without_pagelets() -> None:
+    from worker.params import PageletParams
+
+    params = EngineParams(pagelets=PageletParams(enabled=False, events=False), clusters=ClusterParams(statistics=True))
+    pages, _ = mixed_host(6)
+    _, outs = engine_run(pages, params)
+    for o in outs:
+        assert o.clean is not None
+        n = sum(1 for k in o.applied if not is_tagged_key(k))
+        assert len(o.applied) == 2 * n  # the segment keys, then as many cluster keys
+
+
 def test_table_bytes_with_a_bad_cluster_section_are_refused() -> None:
     pages, _ = mixed_host(3)
     table, _ = engine_run(pages, EngineParams())

@@ -12,7 +12,7 @@ from tests.factories import interleave, make_page, make_site, norm
 from worker.codec import encode_clean, encode_dead, encode_event
 from worker.model import CONTENT, METHOD_COLD, METHOD_TABLE, TEMPLATE, Outcome
 from worker.params import EngineParams
-from worker.pipeline import decide, process_page, replay_cluster
+from worker.pipeline import decide, process_page, replay_page
 from worker.state import MemoryStore
 from worker.state.rocks import RocksStore
 from worker.table import HostTable
@@ -152,9 +152,7 @@ def test_replaying_applied_keys_rebuilds_the_table() -> None:
     rebuilt = HostTable(PARAMS.table)
     for out in outcomes:
         assert out.cluster is not None  # clusters are on by default
-        replay_cluster(rebuilt, out.cluster, out.cluster_signature, PARAMS.clusters)
-        rebuilt.observe(list(out.applied))
-        rebuilt.take_event(PARAMS.events)
+        replay_page(rebuilt, out.applied, out.cluster, out.cluster_signature, PARAMS)
     assert rebuilt.to_bytes() == table.to_bytes()
     assert table.clusters is not None and len(table.clusters.clusters) >= 1
 
@@ -319,9 +317,7 @@ def test_replaying_applied_keys_with_pagelets_and_cluster_statistics_rebuilds_th
         pl = keys[n : len(keys) - n]
         assert pl == sorted(set(pl))
         assert out.cluster is not None
-        replay_cluster(rebuilt, out.cluster, out.cluster_signature, params.clusters)
-        rebuilt.observe(keys)
-        rebuilt.take_event(PARAMS.events)
+        replay_page(rebuilt, keys, out.cluster, out.cluster_signature, params)
     assert rebuilt.to_bytes() == table.to_bytes()
 
 

@@ -167,7 +167,7 @@ class Outcome:
     cluster: the page's template cluster (None with clusters off or for dead pages).
     cluster_signature: the page's MinHash signature (u32 little-endian slots) when the
              host's cluster state took it in (a new cluster, or clusters.follow), else
-             empty: with `cluster`, what `pipeline.replay_cluster` needs to repeat the
+             empty: with `cluster`, what `pipeline.replay_page` needs to repeat the
              assignment.
     """
 

@@ -33,6 +33,9 @@ SKIP_TAGS = frozenset(
 
 PATH_MODES = ("tag", "tag_class", "tag_id_class")
 
+# What describes a page for template clusters (worker.detect.clusters.page_paths).
+PAGE_FEATURES = ("blocks", "segments", "both")
+
 
 @dataclass(frozen=True, slots=True)
 class SegmentParams:
@@ -106,6 +109,14 @@ class TableParams:
     def lifetime(self, df: int) -> int:
         """Pages a segment with document frequency `df` lives unseen: Tb*N / (1 + (N-1) e^-(df-1))."""
         return logistic_lifetime(self.tb, self.n, df)
+
+    def threshold(self, pages: int, template_df: int = 0) -> int:
+        """The DF that makes a key template in a table of `pages` pages: `template_df` (this
+        table's when 0), lowered by the early rule while the table is young."""
+        df = template_df or self.template_df
+        if self.early_df and pages < df:
+            return max(self.early_df, pages)
+        return df
 
 
 def logistic_lifetime(tb: int, n: float, count: int) -> int:
@@ -293,8 +304,8 @@ class ClusterParams:
     seed: int = 1
 
     def __post_init__(self) -> None:
-        if self.features not in ("blocks", "segments", "both"):
-            raise ConfigError(f"clusters.features must be blocks, segments or both, not {self.features!r}")
+        if self.features not in PAGE_FEATURES:
+            raise ConfigError(f"clusters.features must be one of {PAGE_FEATURES}, not {self.features!r}")
         if not 1 <= self.num_perm <= 1024 or not 1 <= self.bands <= self.num_perm:
             raise ConfigError("clusters: need 1 <= num_perm <= 1024 and 1 <= bands <= num_perm")
         if not 0.0 < self.threshold <= 1.0:

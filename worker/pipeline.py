@@ -7,11 +7,12 @@ never depends on which shell ran it.
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Sequence
+
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from worker.detect import pagelevel
-from worker.detect.clusters import Assignment, HostClusters, page_paths
+from worker.detect.clusters import Assignment, HostClusters, cluster_keys, page_paths
 from worker.detect.pagelets import PageletSketch, absolute_links, base_url, page_sketches, pagelet_df, pagelet_path
 from worker.errors import BadInputError, StateError
 from worker.model import (
@@ -34,7 +35,7 @@ from worker.model import (
 from worker.params import ClusterParams, EngineParams
 from worker.segment import parse, segment_tree
 from worker.state.base import SegmentStore
-from worker.table import TAG, TAG_MASK, HostTable
+from worker.table import HostTable
 
 CLUSTER_NEW = "template.cluster_new"
 CLUSTER_DROPPED = "template.cluster_dropped"
@@ -93,19 +94,18 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
             cl_keys = cluster_keys(keys, assignment.cid)
     sketches: list[PageletSketch] = []
     page_pagelets = 0
+    pl_keys: list[int] = []
     if ptree is not None and track:
         page_pagelets, sketches = page_sketches(ptree, pgp)
         pl_keys = sorted({key for p in sketches for key in p.keys} - seg_keys)
-        applied = keys + pl_keys + cl_keys
-        all_dfs = table.observe(applied)
-        dfs = all_dfs[:n]
-        pl_df = dict(zip(pl_keys, all_dfs[n : n + len(pl_keys)], strict=True))
-    else:
-        applied = keys + cl_keys if cl_keys else keys
-        all_dfs = dfs = table.observe(applied)
+    # One update of the host's table: segment keys, then pagelet keys, then cluster keys.
+    applied = keys + pl_keys + cl_keys if pl_keys or cl_keys else keys
+    all_dfs = table.observe(applied)
+    dfs = all_dfs[:n]
+    pl_df = dict(zip(pl_keys, all_dfs[n : n + len(pl_keys)], strict=True))
     tparams = params.table
     pages = table.pages
-    threshold = _threshold(tparams.template_df, tparams.early_df, pages)
+    threshold = tparams.threshold(pages)
     max_ratio = tparams.template_ratio
     # Before the host has shown `threshold` pages no segment can be template yet:
     # say so, rather than claim the table found everything to be content.
@@ -115,7 +115,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         if cl_keys and assignment is not None:
             # A segment is also template when its cluster's pages make it so.
             cpages = assignment.pages
-            cthreshold = _threshold(tparams.template_df, tparams.early_df, cpages)
+            cthreshold = tparams.threshold(cpages)
             if cpages >= cthreshold:
                 cdfs = all_dfs[len(all_dfs) - n :]
                 template_keys.update(key for key, df in zip(keys, cdfs, strict=True) if df >= cthreshold)
@@ -145,7 +145,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     in_template_pagelet: bytearray | None = None
     if sketches and method == METHOD_TABLE:
         quorum = pgp.quorum
-        pl_threshold = _threshold(pgp.template_df, tparams.early_df, pages) if pgp.template_df else threshold
+        pl_threshold = tparams.threshold(pages, pgp.template_df)
         for p in sketches:
             pdf = pagelet_df([pl_df.get(key, 0) for key in p.keys], quorum)
             if pdf >= pl_threshold:
@@ -208,14 +208,6 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     return Outcome(clean, None, events, tuple(applied), cid, assignment.signature)
 
 
-def _threshold(template_df: int, early_df: int, pages: int) -> int:
-    """The DF that makes a segment template in a table of `pages` pages (the early rule
-    lowers it on a young table)."""
-    if early_df and pages < template_df:
-        return max(early_df, pages)
-    return template_df
-
-
 # -- template clusters ------------------------------------------------------------------
 
 
@@ -239,30 +231,15 @@ def host_clusters(table: HostTable, params: ClusterParams) -> HostClusters:
     return hc
 
 
-def replay_cluster(table: HostTable, cid: int, signature: bytes, params: ClusterParams) -> None:
-    """Repeat, on a restored table, the cluster assignment `decide` made (a stream delta)."""
-    host_clusters(table, params).replay(cid, signature)
-
-
-_CLUSTER_SALT = 0xC2B2AE3D27D4EB4F
-_MASK64 = (1 << 64) - 1
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_KEEP = np.uint64(((1 << 64) - 1) ^ TAG_MASK)
-_TAG = np.uint64(TAG)
-
-
-def cluster_keys(keys: list[int], cid: int) -> list[int]:
-    """Each segment key as counted under template cluster `cid`: a tagged key (so it
-    never counts as a segment), distinct per cluster."""
-    if not keys:
-        return []
-    salt = np.uint64(((cid + 1) * _CLUSTER_SALT) & _MASK64)
-    z = np.array(keys, dtype=np.uint64) ^ salt
-    z = (z ^ (z >> np.uint64(30))) * _MIX1
-    z = (z ^ (z >> np.uint64(27))) * _MIX2
-    z ^= z >> np.uint64(31)
-    return ((z & _KEEP) | _TAG).tolist()  # type: ignore[no-any-return]
+def replay_page(
+    table: HostTable, applied: Sequence[int], cluster: int | None, signature: bytes, params: EngineParams
+) -> None:
+    """Repeat on `table` what `decide` did to it for one page, from the page's Outcome
+    (applied, cluster, cluster_signature) alone: the stream worker's changelog replay."""
+    if cluster is not None:
+        host_clusters(table, params.clusters).replay(cluster, signature)
+    table.observe(applied)
+    table.take_event(params.events)
 
 
 def cluster_events(page: RawPage, page_no: int, a: Assignment, live: int) -> tuple[TemplateEvent, ...]:

@@ -124,10 +124,7 @@ def build_view(
     work = copy_table(table)
     outcome = decide(page, work, params)
     segments: list[tuple[SegmentView, ...]] = []
-    tp = params.table
-    threshold = tp.template_df
-    if tp.early_df and work.pages < threshold:
-        threshold = max(tp.early_df, work.pages)
+    threshold = params.table.threshold(work.pages)
     if outcome.clean is not None:
         _, blocks = segment_html(page.html, params.segment)
         assert [b.path for b in blocks] == [v.path for v in outcome.clean.blocks]  # the same segmentation

@@ -47,7 +47,7 @@ _HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_
 #                                         learned_page, size_at_event, added, removed, n
 _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
-_CLUSTERS_MAGIC = b"DTC1"  # worker.detect.clusters.CLUSTERS_MAGIC
+CLUSTERS_MAGIC = b"DTC1"  # the cluster section: worker.detect.clusters.HostClusters.to_bytes
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
 
 # Tagged keys (pagelet and cluster keys): the low 20 bits are this tag (segment keys are
@@ -243,7 +243,7 @@ class HostTable:
         if magic != _MAGIC:
             raise StateError(f"not a segment table (magic {magic!r})")
         end = _HEADER.size + 16 * n
-        if len(data) < end or (len(data) > end and data[end : end + 4] != _CLUSTERS_MAGIC):
+        if len(data) < end or (len(data) > end and data[end : end + 4] != CLUSTERS_MAGIC):
             raise StateError(f"segment table of {n} entries has {len(data)} bytes")
         table = cls(params)
         table.pages = pages

@@ -55,15 +55,14 @@ from xxhash import xxh3_64_intdigest
 
 from worker import fastwalk
 from worker.errors import ConfigError, StateError
+from worker.mix import U64, mix64, tag
 from worker.model import Block
-from worker.params import ClusterParams
+from worker.params import PAGE_FEATURES, ClusterParams
+from worker.table import CLUSTERS_MAGIC
 
-FEATURES = ("blocks", "segments", "both")
+FEATURES = PAGE_FEATURES
 METHODS = ("mdl", "minhash", "lsh")
 
-U64 = np.uint64
-_M1 = U64(0xBF58476D1CE4E5B9)
-_M2 = U64(0x94D049BB133111EB)
 
 
 # -- page description -----------------------------------------------------------------
@@ -149,24 +148,23 @@ class MinHasher:
         self.salts = self._salt.astype("<u8").tobytes()  # for minhash32
 
     def signature(self, keys: Iterable[int]) -> NDArray[np.uint64]:
-        arr = np.fromiter(keys, dtype=U64)
-        if arr.size == 0:
-            return np.full(self.num_perm, np.iinfo(np.uint64).max, dtype=U64)
-        out = np.empty(self.num_perm, dtype=U64)
-        step = max(1, 65536 // self.num_perm)  # bound the (keys x perms) scratch to ~0.5 MB
-        first = True
-        for i in range(0, arr.size, step):
-            z = arr[i : i + step, None] ^ self._salt[None, :]
-            z = (z ^ (z >> U64(30))) * _M1
-            z = (z ^ (z >> U64(27))) * _M2
-            z ^= z >> U64(31)
-            low = z.min(axis=0)
-            if first:
-                out[:] = low
-                first = False
-            else:
-                np.minimum(out, low, out=out)
-        return out
+        return min_hash(keys, self._salt)
+
+
+def min_hash(keys: Iterable[int], salt: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """For each salt s, the minimum over the keys of mix64(key XOR s) (all ones for no keys)."""
+    arr = np.fromiter(keys, dtype=U64)
+    if arr.size == 0:
+        return np.full(salt.size, np.iinfo(np.uint64).max, dtype=U64)
+    out = np.empty(salt.size, dtype=U64)
+    step = max(1, 65536 // salt.size)  # bound the (keys x perms) scratch to ~0.5 MB
+    for i in range(0, arr.size, step):
+        low = mix64(arr[i : i + step, None] ^ salt[None, :]).min(axis=0)
+        if i == 0:
+            out[:] = low
+        else:
+            np.minimum(out, low, out=out)
+    return out
 
 
 def jaccard_estimate(a: NDArray[np.uint64], b: NDArray[np.uint64]) -> float:
@@ -605,7 +603,6 @@ _LIFE_SIZE = 64  # lifetimes are flat long before 64 pages (as the segment table
 
 # Wire layout (little-endian): magic "DTC1", clock u64, next_id u32, num_perm u32, n u32,
 # then per cluster: cid u32, pages u64, last_seen u64, signature num_perm x u32.
-CLUSTERS_MAGIC = b"DTC1"
 _HEAD = struct.Struct("<4sQIII")
 _ENTRY = struct.Struct("<IQQ")
 
@@ -765,6 +762,18 @@ class HostClusters:
         return self
 
 
+_CLUSTER_SALT = 0xC2B2AE3D27D4EB4F
+
+
+def cluster_keys(keys: list[int], cid: int) -> list[int]:
+    """Each segment key as counted under template cluster `cid` (clusters.statistics): a
+    tagged key of the host's table (so it never counts as a segment), distinct per cluster."""
+    if not keys:
+        return []
+    salt = U64(((cid + 1) * _CLUSTER_SALT) & 0xFFFFFFFFFFFFFFFF)
+    return tag(mix64(np.array(keys, dtype=U64) ^ salt)).tolist()  # type: ignore[no-any-return]
+
+
 _LIFETIMES: dict[tuple[int, float], list[int]] = {}
 
 
@@ -789,15 +798,8 @@ def _hasher(num_perm: int, seed: int) -> MinHasher:
 def minhash32_python(keys: Iterable[int], salts: bytes) -> bytes:
     """`HostClusters.signature` in numpy (the reference for the compiled `minhash32`): for
     each salt, the high 32 bits of MinHasher's minimum, as u32 little-endian bytes."""
-    salt = np.frombuffer(salts, dtype="<u8").astype(U64)
-    arr = np.fromiter(keys, dtype=U64)
-    if arr.size == 0:
-        return np.full(salt.size, 0xFFFFFFFF, dtype="<u4").tobytes()
-    z = arr[:, None] ^ salt[None, :]
-    z = (z ^ (z >> U64(30))) * _M1
-    z = (z ^ (z >> U64(27))) * _M2
-    z ^= z >> U64(31)
-    return bytes((z.min(axis=0) >> U64(32)).astype("<u4").tobytes())
+    low = min_hash(keys, np.frombuffer(salts, dtype="<u8").astype(U64))
+    return bytes((low >> U64(32)).astype("<u4").tobytes())
 
 
 def bands32_python(sig: bytes, bands: int, mult: bytes, salt: bytes) -> frozenset[int]:

@@ -46,15 +46,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import numpy as np
-from numpy.typing import NDArray
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
 from worker.errors import BadInputError
+from worker.mix import mix64, tag
 from worker.model import RawPage
 from worker.params import PageletParams, SegmentParams
 from worker.segment import _component, parse
-from worker.table import TAG, TAG_MASK
 
 if TYPE_CHECKING:
     from worker.detect.pagelevel import PageTree
@@ -604,15 +603,11 @@ def read_pages(
 
 
 # Per min-hash: a salt XORed into the minimum before it becomes a table key, so equal
-# minima under two permutations give two keys. _MIX1/_MIX2: SplitMix64's finaliser, which
-# chains the segment keys of a w-shingle (w > 1).
+# minima under two permutations give two keys. The segment keys of a w-shingle (w > 1)
+# are chained with worker.mix.mix64.
 _SALT = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                   0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179],
                  dtype=np.uint64)  # fmt: skip
-_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX2 = np.uint64(0x94D049BB133111EB)
-_KEEP = np.uint64(((1 << 64) - 1) ^ TAG_MASK)
-_TAG = np.uint64(TAG)
 
 
 @dataclass(slots=True)
@@ -675,16 +670,6 @@ def block_pagelets(page: PageTree, k: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _mix(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
-    """SplitMix64's finaliser, in place (a bijection of 64-bit values)."""
-    x ^= x >> np.uint64(30)
-    x *= _MIX1
-    x ^= x >> np.uint64(27)
-    x *= _MIX2
-    x ^= x >> np.uint64(31)
-    return x
-
-
 def sketch_keys(keys: Sequence[int], starts: Sequence[int], size: int, w: int = 1) -> list[list[int]]:
     """Min-hash keys of groups of segment keys: group i is keys[starts[i]:starts[i+1]] (the
     last runs to the end; none is empty), in document order.
@@ -707,18 +692,16 @@ def sketch_keys(keys: Sequence[int], starts: Sequence[int], size: int, w: int = 
         np.cumsum(counts[:-1], out=first[1:])
         pos = offsets[group_of] + (np.arange(len(group_of)) - first[group_of])
         span = lengths[group_of]
-        sh = _mix(hashes[pos].copy())
+        sh = mix64(hashes[pos].copy())
         last = len(hashes) - 1
         for j in range(1, w):
-            nxt = _mix(sh ^ hashes[np.minimum(pos + j, last)])
+            nxt = mix64(sh ^ hashes[np.minimum(pos + j, last)])
             sh = np.where(j < span, nxt, sh)
         hashes = sh
         offsets = first
     x = np.minimum.reduceat(hashes[:, None] * _PERM_A[:size] + _PERM_B[:size], offsets, axis=0)
     x ^= _SALT[:size]
-    x &= _KEEP
-    x |= _TAG
-    out: list[list[int]] = x.tolist()
+    out: list[list[int]] = tag(x).tolist()
     return out
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from worker.errors import StateError
 from worker.model import Outcome
 from worker.params import EngineParams
-from worker.pipeline import replay_cluster
+from worker.pipeline import replay_page
 from worker.table import HostTable
 
 _DELTA_MAGIC = b"DTD2"
@@ -93,10 +93,7 @@ def apply_delta(table: HostTable, delta: Delta, params: EngineParams) -> None:
     """Replay one page on a table: what `pipeline.decide` did to it, without the HTML."""
     if delta.page_no != table.pages + 1:
         raise StateError(f"delta of page {delta.page_no} does not follow page {table.pages}")
-    if delta.cluster >= 0:
-        replay_cluster(table, delta.cluster, delta.signature, params.clusters)
-    table.observe(delta.keys)
-    table.take_event(params.events)
+    replay_page(table, delta.keys, None if delta.cluster < 0 else delta.cluster, delta.signature, params)
     table.source_offset = delta.source_offset
 
 
