@@ -14,10 +14,10 @@ sys.path.append(
 import datasketch
 import numpy as np
 
-from worker.detect.clusters import MinHasher, jaccard_estimate, page_paths
-from worker.evaluate import load_corpus
-from worker.params import SegmentParams
-from worker.segment import parse, segment_tree
+from worker.engine.detectors.clusters import MinHasher, jaccard_estimate, page_paths
+from worker.engine.page.guards import parse, segment_tree
+from worker.engine.params import SegmentParams
+from worker.tools.evaluate import load_corpus
 
 print("datasketch", datasketch.__version__ if hasattr(datasketch, "__version__") else "?")
 sp = SegmentParams()

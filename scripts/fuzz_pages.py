@@ -25,16 +25,16 @@ with atheris.instrument_imports():
     import numpy as np
     from selectolax.lexbor import LexborHTMLParser
 
-    from worker import fastwalk
-    from worker.codec import encode_clean, encode_dead
-    from worker.detect import pagelevel
-    from worker.errors import BadInputError
-    from worker.model import DeadPage, RawPage
-    from worker.params import EngineParams
-    from worker.pipeline import decide
-    from worker.segment import segment_tree
-    from worker.sources import decode_html, decode_record
-    from worker.table import HostTable
+    from worker.engine.detectors import pagelevel
+    from worker.engine.errors import BadInputError
+    from worker.engine.model import DeadPage, RawPage
+    from worker.engine.page import compiled as fastwalk
+    from worker.engine.page.guards import segment_tree
+    from worker.engine.params import EngineParams
+    from worker.engine.pipeline import decide
+    from worker.engine.table import HostTable
+    from worker.io.codec import encode_clean, encode_dead
+    from worker.io.sources import decode_html, decode_record
 
 PARAMS = EngineParams()
 SP = PARAMS.segment

@@ -26,20 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from xxhash import xxh3_64_intdigest
 
 from tests.page_types import URL_TYPES, purity
-from worker.detect.clusters import (
+from worker.engine.detectors.clusters import (
     BatchParams,
     ClusterParams,
     HostClusters,
     cluster_pages,
     page_paths,
 )
-from worker.errors import BadInputError
-from worker.evaluate import Corpus, load_corpus, score_texts
-from worker.model import CONTENT
-from worker.params import EngineParams, SegmentParams
-from worker.pipeline import decide
-from worker.segment import parse, segment_tree
-from worker.table import HostTable
+from worker.engine.errors import BadInputError
+from worker.engine.model import CONTENT
+from worker.engine.page.guards import parse, segment_tree
+from worker.engine.params import EngineParams, SegmentParams
+from worker.engine.pipeline import decide
+from worker.engine.table import HostTable
+from worker.tools.evaluate import Corpus, load_corpus, score_texts
 
 MULTI = [
     "site-lilianweng-hugo",
@@ -162,8 +162,8 @@ def stream_labels(pages: list[tuple[int, list]], sparams: ClusterParams) -> list
 
 def cmd_engine(args: argparse.Namespace) -> None:
     """Purity of the cluster ids the engine's clean pages carry (process_page, defaults + overrides)."""
-    from worker.params import with_overrides
-    from worker.pipeline import process_page
+    from worker.engine.params import with_overrides
+    from worker.engine.pipeline import process_page
     from worker.state.memory import MemoryStore
 
     for thr in args.thresholds:
@@ -295,7 +295,7 @@ def run_f1(
 
 
 def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: ClusterParams) -> dict[str, str]:
-    """Kept text per URL through worker.pipeline.decide (whatever detector it runs now).
+    """Kept text per URL through worker.engine.pipeline.decide (whatever detector it runs now).
 
     mode: pipe_host (one table per host), pipe_cluster (one per host and cluster),
     pipe_or (a block is template when either decides so); *_random: the page goes to

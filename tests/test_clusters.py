@@ -1,4 +1,4 @@
-"""worker.detect.clusters: page path sets, the MDL cost, TEXT-MDL / MinHash / LSH clustering,
+"""worker.engine.detectors.clusters: page path sets, the MDL cost, TEXT-MDL / MinHash / LSH clustering,
 the streaming assigner, and the `detemplate clusters` command."""
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from tests.factories import SitePage, make_site, write_jsonl
 from worker.cli import main
-from worker.codec import encode_clean
-from worker.detect.clusters import (
+from worker.engine.detectors.clusters import (
     EVICTED,
     EXPIRED,
     FEATURES,
@@ -34,13 +33,14 @@ from worker.detect.clusters import (
     page_paths,
     support,
 )
-from worker.errors import ConfigError, StateError
-from worker.model import Outcome
-from worker.params import ClusterParams, EngineParams, SegmentParams
-from worker.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
-from worker.segment import segment_html
+from worker.engine.errors import ConfigError, StateError
+from worker.engine.model import Outcome
+from worker.engine.page.guards import segment_html
+from worker.engine.params import ClusterParams, EngineParams, SegmentParams
+from worker.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
+from worker.engine.table import HostTable, is_tagged_key
+from worker.io.codec import encode_clean
 from worker.state.memory import MemoryStore
-from worker.table import HostTable, is_tagged_key
 
 HOST = "mixed.example"
 
@@ -457,7 +457,7 @@ def test_cluster_statistics_count_each_segment_under_its_cluster() -> None:
 
 
 def test_cluster_statistics_without_pagelets() -> None:
-    from worker.params import PageletParams
+    from worker.engine.params import PageletParams
 
     params = EngineParams(pagelets=PageletParams(enabled=False, events=False), clusters=ClusterParams(statistics=True))
     pages, _ = mixed_host(6)
@@ -524,7 +524,7 @@ def test_clusters_command_stream_reports_the_engines_clusters(
 
 
 def test_the_sample_crawl_has_a_host_with_two_page_types_and_the_engine_sees_them() -> None:
-    from worker.samples import sample_crawl
+    from worker.tools.samples import sample_crawl
 
     crawl = sample_crawl(sites=3, pages=12)
     first = [sp for sp in crawl if sp.page.host == "site1.blog.example"]

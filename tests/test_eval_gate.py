@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from worker.evaluate import evaluate_corpus, load_corpus
-from worker.params import EngineParams
+from worker.engine.params import EngineParams
+from worker.tools.evaluate import evaluate_corpus, load_corpus
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 FLOORS_FILE = Path(__file__).with_name("eval_floors.json")
@@ -64,7 +64,7 @@ def test_template_clusters_stay_as_pure_as_measured(corpus: str) -> None:
     """The engine's template clusters against URL page types: purity (each cluster's
     majority type) and inverse purity (each type's largest cluster) above their floors."""
     from tests.page_types import URL_TYPES, purity
-    from worker.pipeline import process_page
+    from worker.engine.pipeline import process_page
     from worker.state.memory import MemoryStore
 
     if not CORPORA.is_dir():

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from tests.factories import interleave, make_site
-from worker import bench, evaluate
 from worker.cli import main
-from worker.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
-from worker.params import EngineParams
+from worker.engine.params import EngineParams
+from worker.tools import bench, evaluate
+from worker.tools.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SCORE_PY = SHARED / "tools" / "score.py"

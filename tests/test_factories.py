@@ -10,7 +10,7 @@ from pathlib import Path
 from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import interleave, make_page, make_site, norm, write_jsonl
-from worker.sources import iter_inputs
+from worker.io.sources import iter_inputs
 
 _DIGEST = (
     "import hashlib; from tests.factories import make_site; "

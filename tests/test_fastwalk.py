@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from worker import fastwalk
-from worker.detect import pagelevel
-from worker.errors import BadInputError
-from worker.params import SegmentParams
-from worker.samples import LAYOUTS, make_site
-from worker.segment import segment_tree
+from worker.engine.detectors import pagelevel
+from worker.engine.errors import BadInputError
+from worker.engine.page import compiled as fastwalk
+from worker.engine.page.guards import segment_tree
+from worker.engine.params import SegmentParams
+from worker.tools.samples import LAYOUTS, make_site
 
 PARAMS = SegmentParams()
 FAST = fastwalk.walker(PARAMS.block_tags, PARAMS.skip_tags)
@@ -125,7 +125,7 @@ def test_the_walks_agree_at_the_limits(html: str, params: SegmentParams) -> None
 
 @needs_fast
 def test_whitespace_is_what_python_splits_on() -> None:
-    from worker import _walk  # type: ignore[attr-defined]
+    from worker.engine.page import _walk  # type: ignore[attr-defined]
 
     for code in range(0x110000):
         if 0xD800 <= code <= 0xDFFF:
@@ -137,7 +137,7 @@ def test_whitespace_is_what_python_splits_on() -> None:
 
 
 def test_pure_python_is_chosen_by_the_environment() -> None:
-    code = "from worker import fastwalk; print(fastwalk.status())"
+    code = "from worker.engine.page import compiled; print(compiled.status())"
     env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "python (DETEMPLATE_PURE_PYTHON is set)"
@@ -156,8 +156,8 @@ def test_pure_python_is_chosen_by_the_environment() -> None:
     )
 )
 def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
-    from worker import _walk  # type: ignore[attr-defined]
-    from worker.segment import _NOT_NESTING, nesting_estimate
+    from worker.engine.page import _walk  # type: ignore[attr-defined]
+    from worker.engine.page.guards import _NOT_NESTING, nesting_estimate
 
     html = "".join(parts)
     assert _walk.count_tags(html) == html.count("<")
@@ -172,8 +172,8 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     num_perm=st.sampled_from([1, 8, 64, 128]),
 )
 def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], others: list[int], num_perm: int) -> None:
-    from worker import _walk  # type: ignore[attr-defined]
-    from worker.detect import clusters
+    from worker.engine.detectors import clusters
+    from worker.engine.page import _walk  # type: ignore[attr-defined]
 
     salts = clusters.MinHasher(num_perm, 1).salts
     sig = _walk.minhash32(set(keys), salts)
@@ -191,7 +191,7 @@ def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], other
 
 
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
-    from worker.detect import clusters
+    from worker.engine.detectors import clusters
 
     compiled = fastwalk.module() is not None
     assert (clusters._minhash32 is not clusters.minhash32_python) == compiled

@@ -87,7 +87,7 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert cmd[0] == "python"  # the slim image has no curl
     assert "http://127.0.0.1:{port}/healthz" in cmd[-1] and f"'{METRICS_PORT}'" in cmd[-1]
     # The check itself: it asks a real liveness endpoint and exits 0 only on 200.
-    from worker.metrics import Metrics
+    from worker.stream.metrics import Metrics
 
     metrics = Metrics()
     server = metrics.start_server("127.0.0.1", 0)
@@ -153,7 +153,7 @@ def test_recipe_builds_a_venv_that_runs(tmp_path: Path) -> None:
     helped = run("detemplate", "--help")
     assert helped.returncode == 0 and "run" in helped.stdout and "worker" in helped.stdout
     assert run("detemplate", "worker", "--help").returncode == 0  # the stream extra is installed
-    metrics = run("python", "-c", "from worker.metrics import Metrics; print(Metrics().scrape().decode())")
+    metrics = run("python", "-c", "from worker.stream.metrics import Metrics; print(Metrics().scrape().decode())")
     assert "detemplate_pages_in_total 0.0" in metrics.stdout, metrics.stderr
 
     src = write_jsonl(make_site("img.example", 8, seed=7), tmp_path / "in.jsonl")

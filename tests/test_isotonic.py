@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.detect.isotonic import is_monotone, isotonic_tree, objective
+from worker.engine.detectors.isotonic import is_monotone, isotonic_tree, objective
 
 
 @st.composite

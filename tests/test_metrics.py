@@ -1,4 +1,4 @@
-"""worker.metrics: counters fed from the real pipeline, scraped over loopback HTTP."""
+"""worker.stream.metrics: counters fed from the real pipeline, scraped over loopback HTTP."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.factories import interleave, make_page, make_site
-from worker.metrics import Metrics, MetricsServer
-from worker.params import EngineParams
-from worker.pipeline import process_page
+from worker.engine.params import EngineParams
+from worker.engine.pipeline import process_page
 from worker.state import MemoryStore
+from worker.stream.metrics import Metrics, MetricsServer
 
 PARAMS = EngineParams()
 

@@ -2,7 +2,7 @@
 
 The records come from the real command (worker.cli.main, in process) over pages from
 tests.factories plus bad lines, with --html and --events, so a field added to
-worker.codec without its schema (or the reverse) fails here.
+worker.io.codec without its schema (or the reverse) fails here.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 
 from tests.factories import interleave, make_site, write_jsonl
-from worker import codec
 from worker.cli import main
-from worker.model import DeadPage, RawPage
-from worker.sources import decode_record
+from worker.engine.model import DeadPage, RawPage
+from worker.io import codec
+from worker.io.sources import decode_record
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 NAMES = ("raw-page", "clean-page", "template-event", "dead-letter")

@@ -27,13 +27,13 @@ from typing import Any
 import pytest
 
 from tests.factories import make_site, write_jsonl, write_warc
-from worker.codec import encode_clean
-from worker.errors import ConfigError
-from worker.model import RawPage
-from worker.params import EngineParams
-from worker.pipeline import decide
+from worker.engine.errors import ConfigError
+from worker.engine.model import RawPage
+from worker.engine.params import EngineParams
+from worker.engine.pipeline import decide
+from worker.engine.table import HostTable
+from worker.io.codec import encode_clean
 from worker.settings import StreamSettings, load
-from worker.table import HostTable
 
 ROOT = Path(__file__).resolve().parent.parent
 

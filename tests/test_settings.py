@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.errors import ConfigError
+from worker.engine.errors import ConfigError
 from worker.settings import ENV_PREFIX, StreamSettings, env_for, load
 
 

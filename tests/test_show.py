@@ -12,9 +12,9 @@ from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import make_site, norm, write_jsonl
 from worker.cli import main
-from worker.params import EngineParams
-from worker.show import HostPoint, share_chart
+from worker.engine.params import EngineParams
 from worker.state.rocks import RocksStore
+from worker.tools.show import HostPoint, share_chart
 
 CHROMIUM = Path("/usr/bin/chromium")
 HOST = "blog.example"
@@ -175,13 +175,13 @@ def test_screenshot_in_headless_chromium(tmp_path: Path, crawl: tuple) -> None:
 
 def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> None:
     """A worker's data folder (Faust's v1/tables/hosts-<partition>.db holding the changelog
-    records of worker.stream.state) gives the same table as `run --state`."""
+    records of worker.state.changelog) gives the same table as `run --state`."""
     from rocksdict import Options, Rdict
 
-    from worker.pipeline import decide
+    from worker.engine.pipeline import decide
+    from worker.engine.table import HostTable
     from worker.settings import StreamSettings
-    from worker.stream.state import StateLayout
-    from worker.table import HostTable
+    from worker.state.changelog import StateLayout
 
     src, state, _, site = crawl
     params = EngineParams()

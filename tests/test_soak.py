@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from worker.samples import _THEMES
-from worker.stream.soak import SEASON_PAGES, ChangelogSize, EvolvingCrawl, judge
+from worker.tools.samples import _THEMES
+from worker.tools.soak import SEASON_PAGES, ChangelogSize, EvolvingCrawl, judge
 
 
 def test_the_crawl_is_deterministic_and_its_hosts_evolve() -> None:

@@ -10,12 +10,12 @@ import pytest
 from rocksdict import Options, Rdict
 
 from tests.factories import interleave, make_site
-from worker.errors import StateError
-from worker.params import EngineParams, TableParams
-from worker.pipeline import process_page
+from worker.engine.errors import StateError
+from worker.engine.params import EngineParams, TableParams
+from worker.engine.pipeline import process_page
+from worker.engine.table import HostTable
 from worker.state import MemoryStore
 from worker.state.rocks import RocksStore
-from worker.table import HostTable
 
 PARAMS = EngineParams()
 

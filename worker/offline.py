@@ -2,7 +2,7 @@
 
 Pages are decided in input order, one pass, each with only what came before it, by the
 same `process_page` the stream worker calls; output records are encoded by
-`worker.codec`, so they are byte-identical to what the worker publishes.
+`worker.io.codec`, so they are byte-identical to what the worker publishes.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from worker import codec, fastwalk
-from worker.errors import ConfigError, DetemplateError
-from worker.model import DeadPage, RawPage
-from worker.params import EngineParams, add_param_argument, with_overrides
-from worker.pipeline import process_page
+from worker.engine.errors import ConfigError, DetemplateError
+from worker.engine.model import DeadPage, RawPage
+from worker.engine.page import compiled as fastwalk
+from worker.engine.params import EngineParams, add_param_argument, with_overrides
+from worker.engine.pipeline import process_page
+from worker.io import codec
 from worker.state.base import SegmentStore
 from worker.state.memory import MemoryStore
 
@@ -134,7 +135,7 @@ def _progress(items: Iterable[RawPage | DeadPage], total: int | None) -> Iterato
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from worker.sources import estimate_total, iter_inputs
+    from worker.io.sources import estimate_total, iter_inputs
 
     try:
         params = with_overrides(EngineParams(), args.param)

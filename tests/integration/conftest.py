@@ -27,15 +27,15 @@ from typing import IO
 
 import pytest
 
-from worker import codec
-from worker.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
-from worker.errors import ConfigError
-from worker.model import RawPage
-from worker.params import EngineParams
-from worker.pipeline import process_page
+from worker.engine.errors import ConfigError
+from worker.engine.model import RawPage
+from worker.engine.params import EngineParams
+from worker.engine.pipeline import process_page
+from worker.io import codec
 from worker.settings import StreamSettings, env_for
 from worker.state.memory import MemoryStore
 from worker.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
+from worker.tools.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4

@@ -34,10 +34,10 @@ from tests.integration.conftest import (
     page_message,
 )
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, assignment
-from worker.model import RawPage
-from worker.params import EngineParams
+from worker.engine.model import RawPage
+from worker.engine.params import EngineParams
+from worker.state.changelog import StateLayout
 from worker.stream.kafka_io import Record
-from worker.stream.state import StateLayout
 
 pytestmark = pytest.mark.broker
 

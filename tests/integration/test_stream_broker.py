@@ -12,9 +12,9 @@ import pytest
 
 from tests.factories import interleave, make_site
 from tests.integration.conftest import PARTITIONS, Cluster, by_host, first_per_url, offline, run
-from worker.model import RawPage
-from worker.params import EngineParams
-from worker.stream.state import StateLayout
+from worker.engine.model import RawPage
+from worker.engine.params import EngineParams
+from worker.state.changelog import StateLayout
 from worker.stream.tansu import fetch_highwaters
 
 pytestmark = pytest.mark.broker

@@ -7,15 +7,15 @@ import json
 import pytest
 
 from tests.factories import make_site
-from worker import codec
-from worker.errors import ConfigError, StateError
-from worker.model import DeadPage, RawPage
-from worker.params import EngineParams
-from worker.pipeline import decide
+from worker.engine.errors import ConfigError, StateError
+from worker.engine.model import DeadPage, RawPage
+from worker.engine.params import EngineParams
+from worker.engine.pipeline import decide
+from worker.engine.table import HostTable
+from worker.io import codec
 from worker.settings import StreamSettings, env_for, load
+from worker.state.changelog import StateLayout, decode_delta, encode_delta
 from worker.stream.app import decode_message
-from worker.stream.state import StateLayout, decode_delta, encode_delta
-from worker.table import HostTable
 
 K = 8
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from worker.table import HostTable
+from worker.engine.table import HostTable
 
 
 class SegmentStore(Protocol):

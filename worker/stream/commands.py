@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sys
 from typing import Any
 
-from worker import fastwalk
 from worker import settings as settings_mod
-from worker.errors import DetemplateError
-from worker.params import add_param_argument
+from worker.engine.errors import DetemplateError
+from worker.engine.page import compiled as fastwalk
+from worker.engine.params import add_param_argument
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
     p.set_defaults(func=_consume)
 
-    from worker.stream import bench, soak
+    from worker.tools import bench_stream as bench
+    from worker.tools import soak
 
     bench.register(subparsers)
     soak.register(subparsers)
@@ -139,8 +141,8 @@ def _worker(args: argparse.Namespace) -> int:
         print(f"detemplate worker: {exc}", file=sys.stderr)
         return 2
     try:
-        import uvloop
-
+        # uvloop is optional (not a dependency): imported by name, so mypy needs no stubs for it.
+        uvloop = importlib.import_module("uvloop")
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
@@ -161,7 +163,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from worker.broker import LocalBroker, free_port
+    from worker.tools.broker import LocalBroker, free_port
 
     settings = settings_mod.load(partitions=args.partitions, out_partitions=args.partitions)
     port = args.port or free_port()
@@ -188,7 +190,7 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from worker.sources import iter_inputs
+    from worker.io.sources import iter_inputs
     from worker.stream.kafka_io import produce_pages
 
     try:

@@ -15,8 +15,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-from worker import codec
-from worker.model import DeadPage, RawPage
+from worker.engine.model import DeadPage, RawPage
+from worker.io import codec
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""The one page walk: HTML -> hostile-input guards -> lexbor tree -> blocks and cues."""

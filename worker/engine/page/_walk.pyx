@@ -1,0 +1,961 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""The page walk of worker.engine.page.guards / worker.engine.detectors.pagelevel, compiled.
+
+Same walk, step for step, as `worker.engine.detectors.pagelevel.walk` (which is the reference and
+the fallback): the same blocks, segment keys, cues, limits and errors. It reads
+lexbor's tree through lexbor's own exported functions, the ones selectolax's extension
+module is linked with (`lxb_dom_node_first_child_noi`, `lxb_dom_element_qualified_name`,
+...), looked up with dlsym in that already loaded module: no lexbor headers and no
+struct layouts are compiled in. The one field read directly is a text node's character
+data (a `lexbor_str_t` right after the node header), whose offset is found and
+checked at start-up on a probe page (`init`); worker.engine.page.compiled then compares this walk
+with the Python one on a probe page and uses it only if they agree.
+"""
+
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_Append
+from cpython.long cimport PyLong_FromSsize_t
+from cpython.ref cimport Py_INCREF, PyObject
+from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
+from cpython cimport array
+import array
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcmp, memcpy
+
+
+# worker.engine.page.compiled uses this module only if it was built from the source it expects:
+# bump on every change of this file's Python interface.
+ABI = 6
+
+
+cdef extern from "dlfcn.h" nogil:
+    void *dlopen(const char *filename, int flags)
+    void *dlsym(void *handle, const char *symbol)
+    int RTLD_NOW
+    int RTLD_NOLOAD
+
+
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(type t, Py_ssize_t nitems)
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    int PyUnicode_KIND(object s)
+    void *PyUnicode_DATA(object s)
+    Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
+    bint PyUnicode_IS_ASCII(object s)
+    void PyObject_GC_UnTrack(object o)
+
+
+ctypedef void *(*node_fn)(void *) noexcept nogil
+ctypedef uintptr_t (*tag_id_fn)(void *) noexcept nogil
+ctypedef int (*type_fn)(void *) noexcept nogil
+ctypedef const unsigned char *(*name_fn)(void *, size_t *) noexcept nogil
+
+ctypedef struct lexbor_str:
+    unsigned char *data
+    size_t length
+
+cdef node_fn _first_child = NULL
+cdef node_fn _next = NULL
+cdef tag_id_fn _tag_id = NULL
+cdef type_fn _type = NULL
+cdef name_fn _element_name = NULL
+cdef node_fn _first_attr = NULL
+cdef node_fn _next_attr = NULL
+cdef name_fn _attr_name = NULL
+cdef name_fn _attr_value = NULL
+cdef Py_ssize_t _text_offset = -1
+
+cdef enum:
+    TEXT_ID = 2  # lexbor's tag id of text nodes
+    ELEMENT = 1  # LXB_DOM_NODE_TYPE_ELEMENT
+    INLINE = 0
+    BLOCK = 1
+    SKIP = 2
+    F_IN_A = 4096  # worker.engine.detectors.pagelevel.F_IN_A
+    N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
+    # Character classes of worker.engine.detectors.pagelevel (_SPACE ... _BOUNDARY) and the text
+    # statistics columns the walk returns (pagelevel.TEXT_COLUMNS, in this order).
+    C_SPACE = 1
+    C_PUNCT = 2
+    C_SENT = 4
+    C_DIGIT = 8
+    C_UPPER = 16
+    C_PIPE = 32
+    C_COMMA = 64
+    C_BOUNDARY = 128
+    N_STATS = 10
+    N_COLUMNS = 10
+    LUT_SIZE = 0x2100
+
+
+def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
+    """Find lexbor's functions in `library` and the text offset on a probe text node.
+
+    Returns None when everything was found, else the reason this walk cannot be used.
+    """
+    global _first_child, _next, _tag_id, _type, _element_name, _first_attr, _next_attr
+    global _attr_name, _attr_value, _text_offset
+    cdef bytes path = library.encode()
+    cdef void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
+    if handle == NULL:
+        return f"{library} is not loaded"
+    symbols = {}
+    for name in (
+        b"lxb_dom_node_first_child_noi", b"lxb_dom_node_next_noi", b"lxb_dom_node_tag_id_noi",
+        b"lxb_dom_node_type_noi", b"lxb_dom_element_qualified_name", b"lxb_dom_element_first_attribute_noi",
+        b"lxb_dom_element_next_attribute_noi", b"lxb_dom_attr_qualified_name", b"lxb_dom_attr_value_noi",
+    ):
+        address = <uintptr_t>dlsym(handle, name)
+        if address == 0:
+            return f"{name.decode()} not found in {library}"
+        symbols[name] = address
+    _first_child = <node_fn><uintptr_t>symbols[b"lxb_dom_node_first_child_noi"]
+    _next = <node_fn><uintptr_t>symbols[b"lxb_dom_node_next_noi"]
+    _tag_id = <tag_id_fn><uintptr_t>symbols[b"lxb_dom_node_tag_id_noi"]
+    _type = <type_fn><uintptr_t>symbols[b"lxb_dom_node_type_noi"]
+    _element_name = <name_fn><uintptr_t>symbols[b"lxb_dom_element_qualified_name"]
+    _first_attr = <node_fn><uintptr_t>symbols[b"lxb_dom_element_first_attribute_noi"]
+    _next_attr = <node_fn><uintptr_t>symbols[b"lxb_dom_element_next_attribute_noi"]
+    _attr_name = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_qualified_name"]
+    _attr_value = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_value_noi"]
+    # A text node is a node header followed by its lexbor_str_t. The header grew by one
+    # field across lexbor versions: try the sizes it has had, checking length then bytes.
+    cdef char *node = <char *><uintptr_t>probe_text_node
+    cdef lexbor_str *s
+    cdef Py_ssize_t offset
+    _text_offset = -1
+    if _tag_id(node) != TEXT_ID:
+        return "the probe node is not a text node"
+    for offset in (96, 104, 112, 88):
+        s = <lexbor_str *>(node + offset)
+        if s.length == <size_t>len(probe_text) and s.data != NULL:
+            if memcmp(s.data, <const char *>probe_text, s.length) == 0:
+                _text_offset = offset
+                return None
+    return "the text of a text node was not found where lexbor keeps it"
+
+
+# Python's str.split() whitespace, as UTF-8: ASCII 9-13, 28-32, and these sequences.
+cdef inline Py_ssize_t _space_len(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    """Length of the whitespace character at s[i], or 0."""
+    cdef unsigned char c = s[i]
+    cdef unsigned char c1, c2
+    if c < 0x80:
+        return 1 if (c == 32 or (9 <= c <= 13) or (28 <= c <= 31)) else 0
+    if c == 0xC2:
+        if i + 1 < n and (s[i + 1] == 0x85 or s[i + 1] == 0xA0):
+            return 2
+        return 0
+    if c == 0xE1:
+        if i + 2 < n and s[i + 1] == 0x9A and s[i + 2] == 0x80:
+            return 3
+        return 0
+    if c == 0xE2:
+        if i + 2 >= n:
+            return 0
+        c1 = s[i + 1]
+        c2 = s[i + 2]
+        if c1 == 0x80 and (c2 <= 0x8A or c2 == 0xA8 or c2 == 0xA9 or c2 == 0xAF):
+            return 3 if c2 >= 0x80 else 0
+        if c1 == 0x81 and c2 == 0x9F:
+            return 3
+        return 0
+    if c == 0xE3:
+        if i + 2 < n and s[i + 1] == 0x80 and s[i + 2] == 0x80:
+            return 3
+        return 0
+    return 0
+
+
+# Per byte: 0 an ordinary byte, 1 ASCII whitespace, 2 the first byte of a multi-byte
+# sequence that may be whitespace (U+0085, U+00A0, U+1680, U+2000-U+3000).
+cdef unsigned char _BYTE_CLASS[256]
+for _b in range(256):
+    _BYTE_CLASS[_b] = 1 if (_b == 32 or 9 <= _b <= 13 or 28 <= _b <= 31) else 2 if _b in (0xC2, 0xE1, 0xE2, 0xE3) else 0
+
+
+cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *out) noexcept nogil:
+    """" ".join(text.split()) on UTF-8 bytes; `out` has room for n bytes. Returns the length."""
+    cdef Py_ssize_t i = 0, j = 0, w
+    cdef bint gap = False
+    cdef unsigned char c, k
+    while i < n:
+        c = s[i]
+        k = _BYTE_CLASS[c]
+        if k:
+            w = 1 if k == 1 else _space_len(s, i, n)
+            if w:
+                gap = True
+                i += w
+                continue
+        if gap:
+            if j:
+                out[j] = 32
+                j += 1
+            gap = False
+        out[j] = c
+        j += 1
+        i += 1
+    return j
+
+
+cdef array.array _DOUBLES = array.array("d")
+
+
+cdef inline bint _matches_lower(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, const char *needle,
+                               Py_ssize_t m) noexcept:
+    """Whether the ASCII text s, lower-cased, holds the lower-case needle at `at`."""
+    cdef Py_ssize_t j
+    cdef unsigned char c
+    if at < 0 or at + m > n:
+        return False
+    for j in range(m):
+        c = s[at + j]
+        if 65 <= c <= 90:
+            c += 32
+        if c != <unsigned char>needle[j]:
+            return False
+    return True
+
+
+cdef bint _copyright_mark(const unsigned char *s, Py_ssize_t n) noexcept:
+    """Whether the ASCII text s holds "copyright" or "all rights reserved", in any case.
+
+    Both contain "right": one pass looks for its "g" (rare in text) and checks around it.
+    """
+    cdef Py_ssize_t i
+    for i in range(2, n - 2):
+        if s[i] | 32 == 103 and _matches_lower(s, n, i - 2, b"right", 5):  # "g"
+            if _matches_lower(s, n, i - 6, b"copyright", 9) or _matches_lower(s, n, i - 6, b"all rights reserved", 19):
+                return True
+    return False
+
+
+def normalize(bytes data):
+    """The whitespace normalisation of the walk, for tests: UTF-8 in, str out."""
+    cdef Py_ssize_t n = len(data)
+    cdef bytearray out = bytearray(n)
+    cdef Py_ssize_t m = _normalize(<const unsigned char *>data, n, <unsigned char *><char *>out)
+    return PyUnicode_DecodeUTF8(<char *>out, m, NULL)
+
+
+cdef int _grow(unsigned char **buf, Py_ssize_t *cap, Py_ssize_t n) except -1:
+    """Make a malloc'ed buffer hold at least n bytes (doubling what is asked, to grow rarely)."""
+    cdef unsigned char *p
+    if n > cap[0]:
+        p = <unsigned char *>realloc(buf[0], n * 2)
+        if p == NULL:
+            raise MemoryError()
+        buf[0] = p
+        cap[0] = n * 2
+    return 0
+
+
+cdef inline void _put(object tup, Py_ssize_t i, object item):
+    """Fill item i of a new tuple (SET_ITEM takes the reference it is given)."""
+    Py_INCREF(item)
+    PyTuple_SET_ITEM(tup, i, item)
+
+
+def _pack(bytes word):
+    """An ASCII word of up to 8 bytes as one integer (little-endian)."""
+    return int.from_bytes(word, "little")
+
+
+cdef class _Tag:
+    cdef object name      # str
+    cdef object utf8      # bytes: the name as it goes into paths
+    cdef int kind
+    cdef int bits
+
+
+cdef class Walker:
+    """The walk for one set of block and skip tags (its tag cache is per set)."""
+
+    cdef frozenset block_tags
+    cdef frozenset skip_tags
+    cdef dict inherit
+    cdef object segment_type
+    cdef object block_type
+    cdef object hash64
+    cdef object bad_input
+    cdef object hints
+    cdef dict hints_cache
+    cdef list cached  # tag id -> _Tag or None
+    cdef bytes lut  # character class of each code point below LUT_SIZE (pagelevel._LUT)
+    cdef frozenset closers  # code points that end a sentence
+    cdef frozenset stopwords
+    cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
+    cdef Py_ssize_t n_stop_ascii
+    cdef tuple copyright_marks
+    cdef dict tag_groups  # tag name -> its column among the tag features (pagelevel._TAG_INDEX)
+    cdef Py_ssize_t other_group
+
+    # One walk's state.
+    cdef bint cues
+    cdef Py_ssize_t max_depth, budget, max_nodes, total
+    cdef list paths, parent, tags, depth, start, flags, segments, chars, achars, links, ends, anchors
+    cdef unsigned char *buf  # path, NUL, text: the bytes a segment key hashes
+    cdef Py_ssize_t cap
+    cdef unsigned char *text_buf
+    cdef Py_ssize_t text_cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.cap = 0
+        self.text_buf = NULL
+        self.text_cap = 0
+
+    def __dealloc__(self):
+        free(self.buf)
+        free(self.text_buf)
+
+    def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
+                 hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
+                 frozenset stopwords, tuple copyright_marks, dict tag_groups, Py_ssize_t other_group):
+        self.block_tags = block_tags
+        self.skip_tags = skip_tags
+        self.inherit = inherit
+        self.segment_type = segment_type
+        self.block_type = block_type
+        self.hash64 = hash64
+        self.bad_input = bad_input
+        self.hints = hints
+        self.hints_cache = hints_cache
+        self.cached = [None] * N_CACHED
+        if len(lut) != LUT_SIZE + 1:
+            raise ValueError("the character class table has the wrong size")
+        self.lut = lut
+        self.closers = closers
+        self.stopwords = stopwords
+        self.copyright_marks = copyright_marks
+        self.tag_groups = tag_groups
+        self.other_group = other_group
+        packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
+        if len(packed) > 256:
+            raise ValueError("too many stopwords")
+        self.n_stop_ascii = len(packed)
+        for i, value in enumerate(packed):
+            self.stop_ascii[i] = value
+
+    cdef int _reserve(self, Py_ssize_t n) except -1:
+        return _grow(&self.buf, &self.cap, n)
+
+    cdef int _reserve_text(self, Py_ssize_t n) except -1:
+        return _grow(&self.text_buf, &self.text_cap, n)
+
+    cdef _Tag _tag(self, void *node, uintptr_t tid):
+        """The element's name, kind and inherited bits; None for nodes that are not elements."""
+        cdef _Tag info
+        cdef size_t length = 0
+        cdef const unsigned char *name
+        if tid < N_CACHED:
+            info = <_Tag>self.cached[tid]
+            if info is not None:
+                return info
+        if _type(node) != ELEMENT:
+            return None  # comments, processing instructions, CDATA
+        name = _element_name(node, &length)
+        if name == NULL:
+            return None
+        info = _Tag()
+        info.name = PyUnicode_DecodeUTF8(<const char *>name, length, "replace")
+        info.utf8 = info.name.encode()
+        info.kind = SKIP if info.name in self.skip_tags else BLOCK if info.name in self.block_tags else INLINE
+        info.bits = self.inherit.get(info.name, 0)
+        if tid < N_CACHED:
+            self.cached[tid] = info
+        return info
+
+    cdef object _attr(self, void *element, const char *wanted, size_t wanted_len):
+        """An attribute's value (str, U+FFFD for bad bytes), or None when it is absent."""
+        cdef void *attr = _first_attr(element)
+        cdef size_t length = 0
+        cdef const unsigned char *name
+        cdef const unsigned char *value
+        while attr != NULL:
+            name = _attr_name(attr, &length)
+            if name != NULL and length == wanted_len and memcmp(name, wanted, length) == 0:
+                value = _attr_value(attr, &length)
+                if value == NULL:
+                    return None
+                return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
+            attr = _next_attr(attr)
+        return None
+
+    cdef object _segment(self, void *text_node, Py_ssize_t path_len, Py_ssize_t *chars_out):
+        """The Segment of a text node under the path in buf[:path_len], or None if it has no text."""
+        cdef lexbor_str *raw = <lexbor_str *>(<char *>text_node + _text_offset)
+        cdef Py_ssize_t n = raw.length, m
+        cdef object text
+        cdef object utf8
+        cdef const char *p
+        cdef Py_ssize_t plen
+        cdef Py_ssize_t chars
+        if raw.data == NULL or n == 0:
+            return None
+        self._reserve_text(n)
+        m = _normalize(raw.data, n, self.text_buf)
+        if m == 0:
+            return None
+        try:
+            text = PyUnicode_DecodeUTF8(<const char *>self.text_buf, m, NULL)
+            p = <const char *>self.text_buf
+            plen = m
+        except UnicodeDecodeError:
+            # Bytes lexbor passed through: decode as selectolax does, then split as Python does.
+            text = " ".join(PyUnicode_DecodeUTF8(<const char *>raw.data, n, "replace").split())
+            if not text:
+                return None
+            utf8 = text.encode()
+            p = <const char *>utf8
+            plen = len(utf8)
+        self._reserve(path_len + 1 + plen)
+        self.buf[path_len] = 0
+        memcpy(self.buf + path_len + 1, p, plen)
+        key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.buf, path_len + 1 + plen))
+        chars = PyUnicode_GET_LENGTH(text)
+        chars_out[0] = chars
+        seg = PyType_GenericAlloc(self.segment_type, 3)  # Segment(key, text, chars)
+        _put(seg, 0, key)
+        _put(seg, 1, text)
+        _put(seg, 2, PyLong_FromSsize_t(chars))
+        # An int, a str and an int can be in no reference cycle: keep the collector from
+        # visiting each of the page's segments (CPython untracks such tuples too, later).
+        PyObject_GC_UnTrack(seg)
+        return seg
+
+    cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
+        cdef Py_ssize_t n = len(info.utf8)
+        self._reserve(path_len + 1 + n)
+        self.buf[path_len] = 47  # "/"
+        memcpy(self.buf + path_len + 1, <const char *>info.utf8, n)
+        return path_len + 1 + n
+
+    cdef int _visit(self, void *node, Py_ssize_t path_len, Py_ssize_t blk, Py_ssize_t depth, long inh) except -1:
+        cdef void *child
+        cdef void *first
+        cdef uintptr_t tid
+        cdef _Tag info
+        cdef Py_ssize_t own_chars = 0, own_achars = 0, own_links = 0, n = 0, child_len, target
+        cdef long own, inner
+        cdef list segs = <list>self.segments[blk]
+        if depth >= self.max_depth:
+            raise self.bad_input("too_deep", f"the DOM is nested deeper than {self.max_depth} elements")
+        child = _first_child(node)
+        while child != NULL:
+            tid = _tag_id(child)
+            if tid == TEXT_ID:
+                seg = self._segment(child, path_len, &n)
+                if seg is not None:
+                    PyList_Append(segs, seg)
+                    self.total += n
+                    own_chars += n
+                child = _next(child)
+                continue
+            info = self._tag(child, tid)
+            if info is None or info.kind == SKIP:
+                child = _next(child)
+                continue
+            self.budget -= 1
+            if self.budget < 0:
+                raise self.bad_input("too_many_nodes", f"the DOM has more than {self.max_nodes:,} elements")
+            if info.bits & F_IN_A:
+                own_links += 1
+                href = self._attr(child, b"href", 4)
+                if href:
+                    PyList_Append(self.anchors, (blk, href))
+            first = _first_child(child)
+            if first == NULL:
+                child = _next(child)
+                continue
+            child_len = self._child_path(path_len, info)
+            own = 0
+            if info.kind == BLOCK and self.cues:
+                cls = self._attr(child, b"class", 5) or ""
+                ident = self._attr(child, b"id", 2) or ""
+                if cls or ident:
+                    pair = (cls, ident)
+                    cached = self.hints_cache.get(pair)
+                    own = cached if cached is not None else self.hints(pair)
+            inner = inh | (own << 2) | info.bits
+            if info.kind == BLOCK:
+                target = len(self.paths)
+                PyList_Append(self.paths, PyUnicode_DecodeUTF8(<const char *>self.buf, child_len, NULL))
+                PyList_Append(self.parent, blk)
+                PyList_Append(self.tags, info.name)
+                PyList_Append(self.depth, depth)
+                PyList_Append(self.start, self.total)
+                PyList_Append(self.flags, own | (inh & ~F_IN_A))
+                PyList_Append(self.chars, 0)
+                PyList_Append(self.achars, 0)
+                PyList_Append(self.links, 0)
+                PyList_Append(self.ends, target + 1)
+                PyList_Append(self.segments, [])
+                if _next(first) == NULL and _tag_id(first) == TEXT_ID:
+                    # A leaf block: no visit, so no depth check (as the Python walk does).
+                    seg = self._segment(first, child_len, &n)
+                    if seg is not None:
+                        PyList_Append(<list>self.segments[target], seg)
+                        self.total += n
+                        self.chars[target] = n
+                        if inner & F_IN_A:
+                            self.achars[target] = n
+                else:
+                    self._visit(child, child_len, target, depth + 1, inner)
+                    self.ends[target] = len(self.paths)
+                child = _next(child)
+                continue
+            if _next(first) == NULL and _tag_id(first) == TEXT_ID:
+                seg = self._segment(first, child_len, &n)
+                if seg is not None:
+                    PyList_Append(segs, seg)
+                    self.total += n
+                    own_chars += n
+                    if inner & F_IN_A:
+                        own_achars += n
+            else:
+                self._visit(child, child_len, blk, depth + 1, inner)
+            child = _next(child)
+        if own_chars:
+            self.chars[blk] += own_chars
+            if inh & F_IN_A:
+                self.achars[blk] += own_chars
+            elif own_achars:
+                self.achars[blk] += own_achars
+        if own_links:
+            self.links[blk] += own_links
+        return 0
+
+    def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues):
+        """Walk the tree under the element at address `root` (a selectolax node's mem_id).
+
+        With `cues`, returns the fields of a `worker.engine.detectors.pagelevel.PageTree` as a tuple
+        (blocks, node_of_block, parent, tag, depth, start, chars, achars, segs, links,
+        flags, text, end); without, only the blocks (what `segment_tree` returns), and the
+        class/id hints are not read.
+        """
+        if _text_offset < 0:
+            raise RuntimeError("worker.engine.page._walk.init() has not succeeded")
+        cdef void *node = <void *><uintptr_t>root
+        cdef _Tag info = self._tag(node, _tag_id(node))
+        name = info.name if info is not None and info.name else "html"
+        self.cues = cues
+        self.max_depth = max_depth
+        self.max_nodes = max_nodes
+        self.budget = max_nodes
+        self.total = 0
+        self.paths = [name]
+        self.parent = [-1]
+        self.tags = [name]
+        self.depth = [0]
+        self.start = [0]
+        self.flags = [0]
+        self.segments = [[]]
+        self.chars = [0]
+        self.achars = [0]
+        self.links = [0]
+        self.ends = [1]
+        self.anchors = []
+        cdef bytes utf8 = name.encode()
+        self._reserve(len(utf8) + 1)
+        memcpy(self.buf, <const char *>utf8, len(utf8))
+        try:
+            self._visit(node, len(utf8), 0, 1, 0)
+            self.ends[0] = len(self.paths)
+            return self._finish()
+        finally:
+            self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
+            self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
+
+    cdef object _finish(self):
+        """The blocks with text, numbered in document order, each with its links (see
+        `worker.engine.page.guards.block_links`), and with `cues` the rest of the PageTree."""
+        cdef list segments = self.segments
+        cdef list parent = self.parent
+        cdef Py_ssize_t n = len(segments), i, p, o, k = 0
+        cdef list owner = [None] * n
+        cdef dict hrefs = {}
+        cdef list blocks = []
+        cdef list node_of_block = []
+        cdef list texts
+        cdef list segs
+        if self.anchors:
+            # A text-less block's links go to its nearest enclosing block with text.
+            for i in range(n):
+                if segments[i]:
+                    owner[i] = i
+                else:
+                    p = parent[i]
+                    owner[i] = owner[p] if p >= 0 else None
+            for blk, href in self.anchors:
+                o_obj = owner[blk]
+                if o_obj is not None:
+                    lst = hrefs.get(o_obj)
+                    if lst is None:
+                        hrefs[o_obj] = [href]
+                    else:
+                        (<list>lst).append(href)
+        block_type = self.block_type
+        for i in range(n):
+            segs = <list>segments[i]
+            if segs:
+                hrefs_of = hrefs.get(i, ()) if hrefs else ()
+                block = PyType_GenericAlloc(block_type, 4)  # Block(path, segments, order, links)
+                _put(block, 0, self.paths[i])
+                _put(block, 1, segs)
+                _put(block, 2, PyLong_FromSsize_t(k))
+                _put(block, 3, hrefs_of)
+                blocks.append(block)
+                node_of_block.append(i)
+                k += 1
+        if not self.cues:
+            return blocks
+        texts = [" ".join([(<tuple>seg)[1] for seg in <list>segs]) if segs else "" for segs in segments]
+        cdef array.array stats = array.clone(_DOUBLES, n * N_STATS, zero=True)
+        for i in range(n):
+            if segments[i]:
+                self._text_stats(<list>segments[i], <str>texts[i], stats.data.as_doubles + i * N_STATS)
+        seg_counts = [len(<list>segs) for segs in segments]
+        # The numeric columns as one array (pagelevel.NODE_COLUMNS), so numpy need not
+        # convert ten lists of Python ints.
+        cdef array.array columns = array.clone(_DOUBLES, n * N_COLUMNS, zero=False)
+        cdef double *row
+        cdef list tags = self.tags, depth = self.depth, start = self.start, chars = self.chars
+        cdef list achars = self.achars, node_links = self.links, flags = self.flags, ends = self.ends
+        for i in range(n):
+            row = columns.data.as_doubles + i * N_COLUMNS
+            row[0] = <Py_ssize_t>parent[i]
+            row[1] = <Py_ssize_t>chars[i]
+            row[2] = <Py_ssize_t>achars[i]
+            row[3] = <Py_ssize_t>node_links[i]
+            row[4] = <Py_ssize_t>seg_counts[i]
+            row[5] = <Py_ssize_t>ends[i]
+            row[6] = <Py_ssize_t>start[i]
+            row[7] = <Py_ssize_t>depth[i]
+            row[8] = <long>flags[i]
+            row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
+        return (blocks, node_of_block, parent, tags, depth, start, chars, achars, seg_counts, node_links, flags,
+                texts, ends, stats, columns)
+
+    cdef int _text_stats(self, list segs, str text, double *out) except -1:
+        """pagelevel._TextStats for one node's direct text (its segments joined by spaces).
+
+        out: spaces, punctuation, sentence ends, digits, capitals starting a word, pipes,
+        commas, ends with a closer, holds a copyright mark, stopwords.
+        """
+        cdef const unsigned char *lut = <const unsigned char *>self.lut
+        cdef Py_ssize_t k, j, m, nseg = len(segs)
+        cdef int kind
+        cdef void *data
+        cdef Py_UCS4 ch, last = 0
+        cdef unsigned char cls, prev_cls, next_cls
+        cdef double space = nseg - 1, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0
+        for k in range(nseg):
+            seg_text = (<tuple>segs[k])[1]
+            kind = PyUnicode_KIND(seg_text)
+            data = PyUnicode_DATA(seg_text)
+            m = PyUnicode_GET_LENGTH(seg_text)
+            prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
+            for j in range(m):
+                ch = PyUnicode_READ(kind, data, j)
+                cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
+                if cls:
+                    if cls & C_SPACE:
+                        space += 1
+                    if cls & C_PUNCT:
+                        punct += 1
+                    if cls & C_SENT:
+                        if j + 1 == m:
+                            sent += 1
+                        else:
+                            ch = PyUnicode_READ(kind, data, j + 1)
+                            next_cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
+                            if next_cls & C_BOUNDARY:
+                                sent += 1
+                    if cls & C_DIGIT:
+                        digit += 1
+                    if (cls & C_UPPER) and (prev_cls & C_BOUNDARY):
+                        upper += 1
+                    if cls & C_PIPE:
+                        pipe += 1
+                    if cls & C_COMMA:
+                        comma += 1
+                prev_cls = cls
+            if m:
+                last = PyUnicode_READ(kind, data, m - 1)
+        out[0] = space
+        out[1] = punct
+        out[2] = sent
+        out[3] = digit
+        out[4] = upper
+        out[5] = pipe
+        out[6] = comma
+        out[7] = 1.0 if last in self.closers else 0.0
+        if PyUnicode_IS_ASCII(text):
+            self._ascii_words(text, out)
+        else:
+            lowered = text.lower()
+            out[8] = 1.0 if any([mark in lowered for mark in self.copyright_marks]) else 0.0
+            out[9] = sum([1 for word in lowered.split() if word in self.stopwords])
+        return 0
+
+    cdef void _ascii_words(self, str text, double *out) noexcept:
+        """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
+        cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo, hi, mid
+        cdef unsigned long long word
+        cdef unsigned char c
+        cdef double stop = 0
+        cdef bint mark = False
+        cdef bint packable
+        while i < n:
+            while i < n and s[i] == 32:
+                i += 1
+            start = i
+            word = 0
+            packable = True
+            while i < n and s[i] != 32:
+                c = s[i]
+                if 65 <= c <= 90:
+                    c += 32
+                elif c == 0:
+                    packable = False  # a NUL would pack like the end of a shorter word
+                if i - start < 8:
+                    word |= (<unsigned long long>c) << (8 * (i - start))
+                i += 1
+            if packable and 0 < i - start <= 8:
+                lo = 0
+                hi = self.n_stop_ascii
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if self.stop_ascii[mid] < word:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
+                    stop += 1
+        mark = _copyright_mark(s, n)
+        out[8] = 1.0 if mark else 0.0
+        out[9] = stop
+
+
+# -- before parsing: how many tags, how deep they nest ------------------------------------
+
+cdef extern from *:
+    """
+    /* Counting loops the compiler vectorises (-O3 for these only). */
+    #include <stdint.h>
+    #define DT_COUNT(name, type) \
+    __attribute__((optimize("O3"))) static Py_ssize_t name(const type *s, Py_ssize_t n, type c) { \
+        Py_ssize_t count = 0; \
+        for (Py_ssize_t i = 0; i < n; i++) count += s[i] == c; \
+        return count; \
+    }
+    DT_COUNT(dt_count_u8, uint8_t)
+    DT_COUNT(dt_count_u16, uint16_t)
+    DT_COUNT(dt_count_u32, uint32_t)
+    """
+    Py_ssize_t dt_count_u8(const unsigned char *s, Py_ssize_t n, unsigned char c) noexcept nogil
+    Py_ssize_t dt_count_u16(const unsigned short *s, Py_ssize_t n, unsigned short c) noexcept nogil
+    Py_ssize_t dt_count_u32(const unsigned int *s, Py_ssize_t n, unsigned int c) noexcept nogil
+
+
+def count_tags(str html):
+    """html.count("<"), at memory speed (str.count compares one character at a time)."""
+    cdef int kind = PyUnicode_KIND(html)
+    cdef void *data = PyUnicode_DATA(html)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(html)
+    if kind == 1:
+        return dt_count_u8(<const unsigned char *>data, n, 60)
+    if kind == 2:
+        return dt_count_u16(<const unsigned short *>data, n, 60)
+    return dt_count_u32(<const unsigned int *>data, n, 60)
+
+
+cdef inline bint _ascii_alpha(Py_UCS4 c) noexcept nogil:
+    return (65 <= c <= 90) or (97 <= c <= 122)
+
+
+cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept nogil:
+    return _ascii_alpha(c) or (48 <= c <= 57)
+
+
+def nesting_estimate(str html, frozenset not_nesting):
+    """worker.engine.page.guards.nesting_estimate: the deepest nesting the tags open (same result)."""
+    cdef int kind = PyUnicode_KIND(html)
+    cdef void *data = PyUnicode_DATA(html)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(html), i = 0, j, depth = 0, deepest = 0, m, k
+    cdef Py_UCS4 c
+    cdef bint close
+    cdef unsigned long long word
+    cdef unsigned long long packed[64]
+    cdef Py_ssize_t n_packed = 0, lo, hi, mid
+    cdef unsigned char lower
+    values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
+    if len(values) > 64:
+        raise ValueError("too many names")
+    for value in values:
+        packed[n_packed] = value
+        n_packed += 1
+    while i < n:
+        if PyUnicode_READ(kind, data, i) != 60:  # "<"
+            i += 1
+            continue
+        j = i + 1
+        close = j < n and PyUnicode_READ(kind, data, j) == 47  # "/"
+        if close:
+            j += 1
+        if j >= n or not _ascii_alpha(PyUnicode_READ(kind, data, j)):
+            i += 1
+            continue
+        m = j
+        word = 0
+        while m < n:
+            c = PyUnicode_READ(kind, data, m)
+            if not _ascii_alnum(c):
+                break
+            if m - j < 8:
+                lower = <unsigned char>(<unsigned int>c + 32 if 65 <= <unsigned int>c <= 90 else <unsigned int>c)
+                word |= (<unsigned long long>lower) << (8 * (m - j))
+            m += 1
+        i = m
+        if m - j <= 8:
+            lo = 0
+            hi = n_packed
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if packed[mid] < word:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < n_packed and packed[lo] == word:
+                continue
+        if close:
+            if depth:
+                depth -= 1
+        else:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+    return deepest
+
+
+# -- the per-host table's per-page update -----------------------------------------------
+
+def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t threshold,
+            int df_shift, unsigned long long tag_mask, unsigned long long tag):
+    """worker.engine.table.HostTable.observe's work, step for step, on the table's own dicts.
+
+    entries: key -> (df << df_shift) | last page; wheel: page -> keys to look at then;
+    life[df]: pages a key of that DF lives unseen (the last entry for higher DFs).
+    Returns (the DF of each key including this page, keys of the segment table that
+    reached `threshold`, keys at or over it that expired); pagelet keys (tagged) are not
+    counted in those two.
+    """
+    cdef list dfs = []
+    cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df
+    cdef unsigned long long packed_value, last_mask = (1ULL << df_shift) - 1
+    cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1], expires, last
+    cdef object packed, bucket
+    for key in keys:
+        packed = entries.get(key)
+        if packed is None:
+            df = 1
+            due = page + life1 + 1  # a new key is scheduled once, at its expiry
+            bucket = wheel.get(due)
+            if bucket is None:
+                wheel[due] = [key]
+            else:
+                (<list>bucket).append(key)
+        else:
+            df = (<unsigned long long>packed >> df_shift) + 1
+        entries[key] = (<unsigned long long>df << df_shift) | <unsigned long long>page
+        if df == threshold and (<unsigned long long>key & tag_mask) != tag:
+            added += 1
+        dfs.append(df)
+    due_keys = wheel.pop(page, None)
+    if due_keys:
+        for key in <list>due_keys:
+            packed = entries.get(key)
+            if packed is None:
+                continue
+            packed_value = packed
+            df = packed_value >> df_shift
+            last = packed_value & last_mask
+            expires = last + (<Py_ssize_t>life[df] if df < nlife else last_life) + 1
+            if expires <= page:
+                del entries[key]
+                if df >= threshold and (<unsigned long long>key & tag_mask) != tag:
+                    removed += 1
+            else:
+                bucket = wheel.get(expires)
+                if bucket is None:
+                    wheel[expires] = [key]
+                else:
+                    (<list>bucket).append(key)
+    return dfs, added, removed
+
+
+# -- template clusters: MinHash signatures, LSH bands, agreement ---------------------------
+# worker.engine.detectors.clusters computes the same with numpy (its *_python functions, the
+# reference); these save the ~25 small numpy calls a page otherwise costs.
+
+cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+def minhash32(keys, bytes salts):
+    """The MinHash signature of a set of 64-bit keys: for each salt s (u64 little-endian in
+    `salts`), the high 32 bits of min over the keys of mix(key ^ s), as u32 little-endian
+    bytes (all ones for no keys)."""
+    cdef Py_ssize_t n_perm = len(salts) // 8, n = 0, i, j
+    cdef const unsigned long long *salt = <const unsigned long long *><const char *>salts
+    cdef unsigned long long z, low
+    cdef unsigned long long[::1] ks
+    cdef array.array held = array.array("Q", keys)
+    n = len(held)
+    ks = held
+    out = PyBytes_FromStringAndSize(NULL, n_perm * 4)
+    cdef unsigned int *sig = <unsigned int *><char *>out
+    for i in range(n_perm):
+        low = 0xFFFFFFFFFFFFFFFFULL
+        for j in range(n):
+            z = _mix(ks[j] ^ salt[i])
+            if z < low:
+                low = z
+        sig[i] = <unsigned int>(low >> 32)
+    return out
+
+
+def bands32(bytes sig, Py_ssize_t bands, bytes mult, bytes salt):
+    """LSH band hashes of a u32 signature: band b's hash is the sum over its rows r of
+    slot * mult[r], plus salt[b] (u64 arithmetic, wrapping), as a frozenset."""
+    cdef Py_ssize_t n = len(sig) // 4, rows = n // bands, b, r
+    cdef const unsigned int *s = <const unsigned int *><const char *>sig
+    cdef const unsigned long long *m = <const unsigned long long *><const char *>mult
+    cdef const unsigned long long *a = <const unsigned long long *><const char *>salt
+    cdef unsigned long long h
+    if rows * 8 > len(mult) or bands * 8 > len(salt):
+        raise ValueError("not enough band constants")
+    out = []
+    for b in range(bands):
+        h = 0
+        for r in range(rows):
+            h += <unsigned long long>s[b * rows + r] * m[r]
+        out.append(h + a[b])
+    return frozenset(out)
+
+
+def agree32(bytes a, bytes b):
+    """How many u32 slots of two signatures are equal."""
+    cdef Py_ssize_t n = min(len(a), len(b)) // 4, i, count = 0
+    cdef const unsigned int *x = <const unsigned int *><const char *>a
+    cdef const unsigned int *y = <const unsigned int *><const char *>b
+    for i in range(n):
+        count += x[i] == y[i]
+    return count

@@ -1,0 +1,371 @@
+"""Algorithm knobs as frozen dataclasses, with the reason for each default.
+
+Defaults marked "measured" were chosen with `detemplate eval` on the development
+corpora; docs/measurements.md records the runs behind them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+
+from worker.engine.errors import ConfigError
+
+# Layout tags that cut a page into blocks. The paper names "html tags that usually
+# determine the page layout" without listing them. Measured on the seven multi-page
+# development corpora (docs/measurements.md): cutting at containers, tables and list
+# items (macro F1 0.915) beats cutting at every block-level element, paragraphs and
+# headings included (0.909): a fine cut isolates repeated in-content headings and code
+# lines ("Arguments", "Examples"), which then reach DF 5 and are dropped as template,
+# while in a container block they sit beside page-specific text and stay.
+BLOCK_TAGS = frozenset(
+    """html body div section article main header footer nav aside form fieldset
+    table thead tbody tfoot tr td th caption ul ol li menu figure center details
+    address dialog search hgroup""".split()
+)
+
+# Elements whose text is never visible as page text.
+SKIP_TAGS = frozenset(
+    """head script style noscript template svg math iframe object embed canvas
+    select option datalist textarea title meta link base""".split()
+)
+
+PATH_MODES = ("tag", "tag_class", "tag_id_class")
+
+# What describes a page for template clusters (worker.engine.detectors.clusters.page_paths).
+PAGE_FEATURES = ("blocks", "segments", "both")
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentParams:
+    """How a page is cut into blocks and text segments.
+
+    block_tags: elements that start a new block.
+    skip_tags: elements whose whole subtree is not visible text.
+    path_mode: how a DOM path names each element on it: ``tag`` (tag names only),
+        ``tag_class`` (tag plus sorted class names) or ``tag_id_class`` (plus the id).
+        Measured (docs/measurements.md): tag names alone score best (macro F1 0.915
+        against 0.906 with classes and 0.899 with ids): sites vary class names on
+        template elements from page to page ("active", "current", per-section
+        classes), which splits one template segment into several rare ones.
+    max_page_bytes: larger pages are rejected as ``too_large`` before parsing.
+    max_nodes: pages with more elements and text nodes are rejected as ``too_many_nodes``.
+    max_depth: pages nested deeper are rejected as ``too_deep``.
+    """
+
+    block_tags: frozenset[str] = BLOCK_TAGS
+    skip_tags: frozenset[str] = SKIP_TAGS
+    path_mode: str = "tag"
+    max_page_bytes: int = 10 * 1024 * 1024
+    max_nodes: int = 200_000
+    max_depth: int = 400
+
+    def __post_init__(self) -> None:
+        if self.path_mode not in PATH_MODES:
+            raise ConfigError(f"path_mode must be one of {PATH_MODES}, not {self.path_mode!r}")
+        for name in ("max_page_bytes", "max_nodes", "max_depth"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class TableParams:
+    """The per-host segment table of Wang et al. (WWW 2008).
+
+    template_df: a segment seen on at least this many of the host's pages is a
+        template segment (paper: 5).
+    template_ratio: a block is template when its template segments make up more than
+        this share of its text length (paper: 0.7).
+    early_df: while the host has shown fewer than template_df pages, a segment seen on
+        every one of them (and on at least early_df) already counts as template: the
+        threshold is min(template_df, max(early_df, pages)). 0 turns this off (the
+        paper). Measured: 2 raises macro F1 by 0.008 and precision by 0.011, since the
+        paper's rule leaves a host's first four pages uncleaned.
+    tb: pages a segment seen once survives without being seen again (the paper's Tb).
+    n: the lifetime of a frequent segment tends to tb * n pages (the paper's N).
+        The paper gives no values. Measured (docs/measurements.md): F1 barely moves
+        between tb=10 and tb=200 (0.918 to 0.915), the table shrinks 5x from tb=100
+        to tb=20; tb=20 keeps a section template alive when the section holds 5% of a
+        host's pages, and n=25 lets a frequent segment outlive 500 unseen pages.
+    """
+
+    template_df: int = 5
+    early_df: int = 2
+    template_ratio: float = 0.7
+    tb: int = 20
+    n: float = 25.0
+
+    def __post_init__(self) -> None:
+        if self.template_df < 1:
+            raise ConfigError("template_df must be at least 1")
+        if not 0.0 <= self.template_ratio < 1.0:
+            raise ConfigError("template_ratio must be in [0, 1)")
+        if self.tb < 1:
+            raise ConfigError("tb must be at least 1")
+        if self.n < 1.0:
+            raise ConfigError("n must be at least 1")
+
+    def lifetime(self, df: int) -> int:
+        """Pages a segment with document frequency `df` lives unseen: Tb*N / (1 + (N-1) e^-(df-1))."""
+        return logistic_lifetime(self.tb, self.n, df)
+
+    def threshold(self, pages: int, template_df: int = 0) -> int:
+        """The DF that makes a key template in a table of `pages` pages: `template_df` (this
+        table's when 0), lowered by the early rule while the table is young."""
+        df = template_df or self.template_df
+        if self.early_df and pages < df:
+            return max(self.early_df, pages)
+        return df
+
+
+def logistic_lifetime(tb: int, n: float, count: int) -> int:
+    """Tb*N / (1 + (N-1) e^-(count-1)), at least 1: the paper's lifetime of a segment seen on
+    `count` pages (and of a template cluster that took `count` pages)."""
+    return max(1, round(tb * n / (1.0 + (n - 1.0) * math.exp(-(count - 1)))))
+
+
+@dataclass(frozen=True, slots=True)
+class EventParams:
+    """When the detector tells consumers about a host's template.
+
+    min_template_segments: the template counts as learned once the host has this
+        many template segments.
+    change_share: a ``template.changed`` event fires when the template segments added
+        or expired since the last event reach this share of the template size then.
+        A redesign replaces the template: the new one's segments all reach the DF
+        threshold within a few pages, so the added share approaches 1.
+    settle_pages: for this many pages after template.learned the template is still
+        being learned (more segments reach the threshold): no change event then.
+    """
+
+    min_template_segments: int = 3
+    change_share: float = 0.8
+    settle_pages: int = 20
+
+    def __post_init__(self) -> None:
+        if self.min_template_segments < 1:
+            raise ConfigError("min_template_segments must be at least 1")
+        if self.change_share <= 0.0:
+            raise ConfigError("change_share must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class PageLevelParams:
+    """The page-level templateness model (Chakrabarti, Kumar, Punera, WWW 2007): see docs/pagelevel.md.
+
+    enabled: use it at all (False: the table alone, as before).
+    max_host_pages: the model runs on a host's pages up to this page number; later pages
+        take the table-only fast path. 0 runs it on every page.
+    combine: how a block is decided once the host's table has learned something:
+        ``union`` (template when either says so), ``silent`` (the model decides the
+        blocks in which the table found no template text, the table the others) or
+        ``table`` (the table alone; the model only before the table knows anything).
+    threshold: a block is template when its smoothed templateness is above this.
+    warm_threshold: the same, to overrule the table's content verdict once the host's
+        table has learned something (``union`` and ``silent``).
+    max_removed_share: the model is ignored on a page where it would remove more than
+        this share of the text it judges (see worker.engine.detectors.pagelevel.overrule).
+    cold_max_removed_share: the same on a cold host's page.
+    smoothing: the isotonic regression's price c of one more section (0: no smoothing).
+    weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
+        (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
+    max_values: candidate values of the smoothing (beyond: a quantile grid).
+    max_smooth_nodes: pages with more blocks are not smoothed (the cost is O(blocks x values)).
+    model: a model file written by ``detemplate train-pagelevel``; empty: the shipped one.
+    """
+
+    enabled: bool = True
+    max_host_pages: int = 0
+    combine: str = "union"
+    threshold: float = 0.15
+    warm_threshold: float = 0.7
+    max_removed_share: float = 0.8
+    cold_max_removed_share: float = 0.95
+    smoothing: float = 0.0
+    weighting: str = "log"
+    max_values: int = 64
+    max_smooth_nodes: int = 5000
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.combine not in ("union", "silent", "table"):
+            raise ConfigError(f"combine must be union, silent or table, not {self.combine!r}")
+        if self.weighting not in ("unit", "log", "sqrt", "chars"):
+            raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
+        if not (0.0 <= self.threshold <= 1.0 and 0.0 <= self.warm_threshold <= 1.0):
+            raise ConfigError("threshold and warm_threshold must be in [0, 1]")
+        if not (0.0 <= self.max_removed_share <= 1.0 and 0.0 <= self.cold_max_removed_share <= 1.0):
+            raise ConfigError("max_removed_share and cold_max_removed_share must be in [0, 1]")
+        if self.smoothing < 0.0:
+            raise ConfigError("smoothing must not be negative")
+        if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:
+            raise ConfigError("max_host_pages must be >= 0, max_values >= 2, max_smooth_nodes >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class PageletParams:
+    """Pagelets (Bar-Yossef and Rajagopalan, WWW 2002) in the host's table: see docs/pagelets.md.
+
+    A page's layout elements (the block tree of the page-level walk) are cut into
+    pagelets by the paper's Definition 2: an element is a pagelet when none of its child
+    elements holds k or more links and no ancestor is one; the text directly in an
+    element that is cut further is a pagelet of its own. Each pagelet with at least
+    `min_links` links is fingerprinted by `sketch_size` min-hash values of its set of
+    segment keys; each value is a key in the host's table (tagged, so it never counts as a
+    segment), with the segments' DF and logistic expiry. A pagelet's DF is the
+    `quorum`-th highest DF of its values; it is a template pagelet when that reaches the
+    segment threshold (template_df, or the early threshold on a young host).
+
+    enabled: a block inside a template pagelet is template (method ``pagelet``) even when
+        the table alone keeps it (a menu with one new item).
+    events: template events list the template pagelets of the page that caused them.
+    Either one makes every page's pagelet keys go into the host's table.
+    k: links in a child element that cut an element further (paper: 3).
+    sketch_size: min-hash values per pagelet, 1 to 8 (1: the paper's one shingle).
+    quorum: values at the threshold that make a template pagelet, 1 to sketch_size.
+    min_links: only pagelets with at least this many links are fingerprinted.
+    max_listed: template pagelets listed in an event at most (the first, in page order).
+    """
+
+    enabled: bool = True
+    events: bool = True
+    k: int = 3
+    w: int = 1
+    sketch_size: int = 2
+    quorum: int = 1
+    template_df: int = 0
+    min_links: int = 3
+    min_anchor_share: float = 0.5
+    max_listed: int = 32
+
+    def __post_init__(self) -> None:
+        if self.k < 1 or self.w < 1 or self.min_links < 0 or self.max_listed < 0:
+            raise ConfigError("k must be at least 1, min_links and max_listed at least 0")
+        if not 1 <= self.sketch_size <= 8:
+            raise ConfigError("sketch_size must be in 1..8")
+        if not 1 <= self.quorum <= self.sketch_size:
+            raise ConfigError("quorum must be in 1..sketch_size")
+        if self.template_df < 0 or not 0.0 <= self.min_anchor_share <= 1.0:
+            raise ConfigError("template_df must be at least 0 and min_anchor_share in [0, 1]")
+
+    @property
+    def tracked(self) -> bool:
+        """Whether pages put their pagelet keys in the host's table."""
+        return self.enabled or self.events
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterParams:
+    """Several templates per host: each page is put in one of its host's template clusters.
+
+    See docs/clusters.md. A page is described by the set of its blocks' DOM paths
+    (`features`: ``blocks``; ``segments`` or ``both`` add its segment keys, the paper's
+    text paths). Its MinHash signature (`num_perm` uint32 slots) is compared with the
+    representative of each cluster sharing one of `bands` LSH bands with it; it joins the
+    most similar when their estimated Jaccard coefficient is at least `threshold`,
+    otherwise it opens a new cluster (a ``template.cluster_new`` event). The cluster id
+    goes into the clean page. Clusters expire like segments: a cluster that took p pages
+    expires when unseen for t(p) = tb*n / (1 + (n-1) e^-(p-1)) of the host's pages (the
+    segment table's logistic lifetime, with its defaults: 20 pages for a one-page
+    cluster, 51 for two, about 500 from ten on). A host keeps at most `max_clusters`; a
+    new cluster evicts the least recently seen when full (``template.cluster_dropped``
+    events). The assigner's state lives with the
+    host's table (at most 24 + max_clusters x (20 + 4 num_perm) bytes).
+
+    enabled: assign clusters (cluster ids, cluster events). Measured cost: docs/clusters.md.
+    threshold: 0.6, measured: the best mean F of purity and inverse purity against URL
+        page types on three sites (0.871; 0.4 and 0.5: 0.861, 0.7: 0.858, 0.8: 0.742),
+        docs/clusters.md.
+    statistics: keep segment statistics per cluster as well as per host (each segment key
+        is also counted under a tagged key of the page's cluster, with the same DF and
+        expiry), and call a segment template when either the host's table or its
+        cluster's says so (the cluster's threshold counts the cluster's pages). Off:
+        measured, it lowers F1 (docs/clusters.md).
+    follow: the representative is the latest member's signature (True) or the first
+        member's (False). False keeps the stream's per-page delta small: a signature is
+        logged only when a cluster opens. Measured: following splits page types more
+        (mean F of purity and inverse purity 0.863 against 0.871 at threshold 0.6).
+    events: emit ``template.cluster_new`` (not for the host's first cluster) and
+        ``template.cluster_dropped``.
+    """
+
+    enabled: bool = True
+    statistics: bool = False
+    events: bool = True
+    features: str = "blocks"
+    num_perm: int = 64
+    bands: int = 16
+    threshold: float = 0.6
+    max_clusters: int = 8
+    tb: int = 20
+    n: float = 25.0
+    follow: bool = False
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.features not in PAGE_FEATURES:
+            raise ConfigError(f"clusters.features must be one of {PAGE_FEATURES}, not {self.features!r}")
+        if not 1 <= self.num_perm <= 1024 or not 1 <= self.bands <= self.num_perm:
+            raise ConfigError("clusters: need 1 <= num_perm <= 1024 and 1 <= bands <= num_perm")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigError("clusters.threshold must be in (0, 1]")
+        if self.max_clusters < 1 or self.tb < 1 or self.n < 1.0:
+            raise ConfigError("clusters.max_clusters and clusters.tb must be at least 1, clusters.n at least 1.0")
+
+    def lifetime(self, pages: int) -> int:
+        """Host pages a cluster that took `pages` pages lives unseen."""
+        return logistic_lifetime(self.tb, self.n, pages)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParams:
+    """All algorithm knobs of one detector."""
+
+    segment: SegmentParams = field(default_factory=SegmentParams)
+    table: TableParams = field(default_factory=TableParams)
+    events: EventParams = field(default_factory=EventParams)
+    pagelevel: PageLevelParams = field(default_factory=PageLevelParams)
+    pagelets: PageletParams = field(default_factory=PageletParams)
+    clusters: ClusterParams = field(default_factory=ClusterParams)
+
+
+def add_param_argument(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """The `--param SECTION.FIELD=VALUE` option every command that runs the engine takes."""
+    parser.add_argument("--param", action="append", default=[], metavar="SECTION.FIELD=VALUE", help=help_text)
+
+
+def with_overrides(params: EngineParams, overrides: list[str]) -> EngineParams:
+    """Apply ``section.field=value`` overrides (e.g. ``table.tb=10``) to a copy of `params`.
+
+    Values are parsed by the field's current type; sets of tags take a comma-separated list.
+    """
+    import dataclasses
+
+    sections = {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+    for item in overrides:
+        name, sep, raw = item.partition("=")
+        section, dot, fname = name.strip().partition(".")
+        if not sep or not dot or section not in sections:
+            raise ConfigError(f"--param wants SECTION.FIELD=VALUE with SECTION in {sorted(sections)}, not {item!r}")
+        current = sections[section]
+        names = {f.name for f in dataclasses.fields(current)}
+        if fname not in names:
+            raise ConfigError(f"{section} has no parameter {fname!r}; it has {sorted(names)}")
+        old = getattr(current, fname)
+        value: object
+        try:
+            if isinstance(old, bool):
+                value = raw.lower() in ("1", "true", "yes", "on")
+            elif isinstance(old, int):
+                value = int(raw)
+            elif isinstance(old, float):
+                value = float(raw)
+            elif isinstance(old, frozenset):
+                value = frozenset(t.strip() for t in raw.split(",") if t.strip())
+            else:
+                value = raw
+        except ValueError as exc:
+            raise ConfigError(f"bad value for {name}: {raw!r} ({exc})") from exc
+        sections[section] = dataclasses.replace(current, **{fname: value})
+    return dataclasses.replace(params, **sections)

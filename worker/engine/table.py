@@ -1,0 +1,289 @@
+"""The per-host text segment table (Wang et al., WWW 2008), pure Python over plain data.
+
+For each segment key the table keeps its document frequency (DF: on how many of the
+host's pages it was seen) and the number of the host's page on which it was last seen.
+The host's own page counter is the clock. A page goes through: expansion (DF + 1 for
+every distinct segment on it), detection (by the caller, from the returned DFs) and
+shrinkage (segments not seen for t(df) pages are dropped, t logistic in df).
+
+The table also holds tagged keys, in the same key space: the host's pagelet keys
+(worker.engine.detectors.pagelets) and, with clusters.statistics, each segment key counted again
+under the page's template cluster (worker.engine.pipeline.cluster_keys). They are 64-bit values
+whose low TAG_BITS bits are TAG, so they share the DF, the expiry, the serialisation and
+the stream's per-page deltas, while `template_count` and the template events count
+segment keys only. (A segment key ends in the tag with odds of 2^-20; such a key would
+be left out of those counts.)
+
+`clusters` is the host's template-cluster assigner (worker.engine.detectors.clusters.HostClusters):
+kept with the table so that one value per host holds the host's whole state. It is
+stored as its bytes after the entries, and parsed by the pipeline on first use (None
+before the host's first page with clusters on).
+
+Expiry costs O(expired) per page, never a scan of the table: a timing wheel maps a
+page number to the keys that may expire there. Each key is in the wheel exactly once,
+at a page no later than its true expiry (seeing a key again only moves its expiry
+later), so a popped key is either dead (deleted) or rescheduled at its true expiry.
+The wheel is derived state: it is rebuilt from the entries on load, and deletions
+happen on exactly the same pages either way, so a restored table behaves identically.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+from worker.engine.errors import StateError
+from worker.engine.page import compiled as fastwalk
+from worker.engine.params import EventParams, TableParams
+
+# On disk and on the wire (RocksDB values, changelog snapshots):
+#   header  = magic "DTT1", then little-endian fields below
+#   entries = n x u64 key, then n x u32 df, then n x u32 last_seen (column-wise arrays)
+#   then, optionally, the template-cluster state (HostClusters.to_bytes, magic "DTC1")
+_MAGIC = b"DTT1"
+_HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_count,
+#                                         learned_page, size_at_event, added, removed, n
+_DF_SHIFT = 32
+_LAST_MASK = (1 << 32) - 1
+CLUSTERS_MAGIC = b"DTC1"  # the cluster section: worker.engine.detectors.clusters.HostClusters.to_bytes
+_LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
+
+# Tagged keys (pagelet and cluster keys): the low 20 bits are this tag (segment keys are
+# plain XXH3 values).
+TAG_BITS = 20
+TAG_MASK = (1 << TAG_BITS) - 1
+TAG = 0x9E1A5
+_COMPILED = fastwalk.module()
+_OBSERVE = None if _COMPILED is None else _COMPILED.observe
+
+
+def is_tagged_key(key: int) -> bool:
+    return key & TAG_MASK == TAG
+
+
+class HostTable:
+    """One host's segment table. Not thread-safe; one owner at a time."""
+
+    __slots__ = (
+        "_entries",
+        "_life",
+        "_wheel",
+        "added_since_event",
+        "clusters",
+        "learned_page",
+        "pages",
+        "params",
+        "removed_since_event",
+        "size_at_event",
+        "source_offset",
+        "template_count",
+    )
+
+    def __init__(self, params: TableParams) -> None:
+        self.params = params
+        self.pages = 0  # pages observed so far; the current page's number after observe()
+        self.source_offset = -1  # last input offset applied (set by the stream shell)
+        self.template_count = 0  # segment entries (not pagelet keys) with df >= template_df
+        self.learned_page = 0  # page of the template.learned event; 0 before it
+        self.size_at_event = 0  # template_count at the last event
+        self.added_since_event = 0  # entries that became template since the last event
+        self.removed_since_event = 0  # template entries that expired since the last event
+        # key -> df << 32 | last_seen: one int per entry keeps the table compact.
+        self._entries: dict[int, int] = {}
+        self._wheel: dict[int, list[int]] = {}
+        self._life = [params.lifetime(df) for df in range(_LIFE_TABLE_SIZE)]
+        # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
+        self.clusters: Any = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lifetime(self, df: int) -> int:
+        life = self._life
+        return life[df] if df < _LIFE_TABLE_SIZE else life[-1]
+
+    def df(self, key: int) -> int:
+        """Current DF of a key (0 when absent)."""
+        return self._entries.get(key, 0) >> _DF_SHIFT
+
+    def observe(self, keys: Sequence[int]) -> list[int]:
+        """Add one page's distinct segment keys; return each key's DF including this page.
+
+        Expands the table with the page, then shrinks it by the keys that expire now.
+        The loop is compiled (worker/_walk.pyx `observe`) when the extension is in use,
+        else `observe_python` runs it: the same steps on the same dicts.
+        """
+        if _OBSERVE is None:
+            return self.observe_python(keys)
+        self.pages = page = self.pages + 1
+        dfs, added, removed = _OBSERVE(
+            self._entries, self._wheel, self._life, page, keys, self.params.template_df,
+            _DF_SHIFT, TAG_MASK, TAG,
+        )
+        self.template_count += added - removed
+        self.added_since_event += added
+        self.removed_since_event += removed
+        return dfs  # type: ignore[no-any-return]  # a list of ints from the extension
+
+    def observe_python(self, keys: Sequence[int]) -> list[int]:
+        """`observe` in Python: the reference for the compiled loop."""
+        self.pages = page = self.pages + 1
+        entries = self._entries
+        wheel = self._wheel
+        life = self._life
+        last_life = life[-1]
+        threshold = self.params.template_df
+        dfs: list[int] = []
+        append = dfs.append
+        for key in keys:
+            packed = entries.get(key)
+            if packed is None:
+                df = 1
+                # Schedule a new key once, at its expiry; later sightings only delay it.
+                due = page + life[1] + 1
+                bucket = wheel.get(due)
+                if bucket is None:
+                    wheel[due] = [key]
+                else:
+                    bucket.append(key)
+            else:
+                df = (packed >> _DF_SHIFT) + 1
+            entries[key] = (df << _DF_SHIFT) | page
+            if df == threshold and key & TAG_MASK != TAG:
+                self.template_count += 1
+                self.added_since_event += 1
+            append(df)
+        due_keys = wheel.pop(page, None)
+        if due_keys:
+            for key in due_keys:
+                packed = entries.get(key)
+                if packed is None:
+                    continue
+                df = packed >> _DF_SHIFT
+                expires = (packed & _LAST_MASK) + (life[df] if df < _LIFE_TABLE_SIZE else last_life) + 1
+                if expires <= page:
+                    del entries[key]
+                    if df >= threshold and key & TAG_MASK != TAG:
+                        self.template_count -= 1
+                        self.removed_since_event += 1
+                else:
+                    bucket = wheel.get(expires)
+                    if bucket is None:
+                        wheel[expires] = [key]
+                    else:
+                        bucket.append(key)
+        return dfs
+
+    def take_event(self, params: EventParams) -> tuple[str, dict[str, int]] | None:
+        """The template event the last page caused, if any, and reset the counters."""
+        if not self.learned_page:
+            if self.template_count < params.min_template_segments:
+                return None
+            self.learned_page = self.pages
+            kind = "template.learned"
+        elif self.pages < self.learned_page + params.settle_pages:
+            # Still learning: segments keep reaching the DF threshold for a while after
+            # the first template is known. That is not a change; re-baseline silently.
+            self.size_at_event = self.template_count
+            self.added_since_event = 0
+            self.removed_since_event = 0
+            return None
+        else:
+            changed = self.added_since_event + self.removed_since_event
+            base = max(self.size_at_event, params.min_template_segments)
+            if changed < params.change_share * base:
+                return None
+            kind = "template.changed"
+        details = {
+            "template_segments": self.template_count,
+            "added": self.added_since_event,
+            "removed": self.removed_since_event,
+            "previous_template_segments": self.size_at_event,
+            "table_segments": len(self._entries) - self.tagged_keys(),
+        }
+        self.size_at_event = self.template_count
+        self.added_since_event = 0
+        self.removed_since_event = 0
+        return kind, details
+
+    # -- serialisation -------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        entries = self._entries
+        keys = array("Q", entries.keys())
+        dfs = array("I", [v >> _DF_SHIFT for v in entries.values()])
+        lasts = array("I", [v & _LAST_MASK for v in entries.values()])
+        header = _HEADER.pack(
+            _MAGIC,
+            self.pages,
+            self.source_offset,
+            self.template_count,
+            self.learned_page,
+            self.size_at_event,
+            self.added_since_event,
+            self.removed_since_event,
+            len(entries),
+        )
+        return header + keys.tobytes() + dfs.tobytes() + lasts.tobytes() + self._cluster_bytes()
+
+    def _cluster_bytes(self) -> bytes:
+        c = self.clusters
+        if c is None:
+            return b""
+        return c if isinstance(c, bytes) else c.to_bytes()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, params: TableParams) -> HostTable:
+        try:
+            magic, pages, offset, tcount, learned, size_at, added, removed, n = _HEADER.unpack_from(data)
+        except struct.error as exc:
+            raise StateError(f"segment table too short ({len(data)} bytes)") from exc
+        if magic != _MAGIC:
+            raise StateError(f"not a segment table (magic {magic!r})")
+        end = _HEADER.size + 16 * n
+        if len(data) < end or (len(data) > end and data[end : end + 4] != CLUSTERS_MAGIC):
+            raise StateError(f"segment table of {n} entries has {len(data)} bytes")
+        table = cls(params)
+        table.pages = pages
+        table.source_offset = offset
+        table.template_count = tcount
+        table.learned_page = learned
+        table.size_at_event = size_at
+        table.added_since_event = added
+        table.removed_since_event = removed
+        if len(data) > end:
+            table.clusters = bytes(data[end:])
+        off = _HEADER.size
+        keys = array("Q")
+        keys.frombytes(data[off : off + 8 * n])
+        dfs = array("I")
+        dfs.frombytes(data[off + 8 * n : off + 12 * n])
+        lasts = array("I")
+        lasts.frombytes(data[off + 12 * n : off + 16 * n])
+        entries = table._entries
+        wheel = table._wheel
+        for key, df, last in zip(keys, dfs, lasts, strict=True):
+            entries[key] = (df << _DF_SHIFT) | last
+            due = last + table.lifetime(df) + 1
+            bucket = wheel.get(due)
+            if bucket is None:
+                wheel[due] = [key]
+            else:
+                bucket.append(key)
+        return table
+
+    def state(self) -> dict[int, tuple[int, int]]:
+        """key -> (df, last_seen): the table's content, for tests and inspection."""
+        return {k: (v >> _DF_SHIFT, v & _LAST_MASK) for k, v in self._entries.items()}
+
+    def tagged_keys(self) -> int:
+        """How many entries are tagged (pagelet and cluster) keys: a scan, for events and reports, not per page."""
+        mask = TAG_MASK
+        tag = TAG
+        return sum(1 for key in self._entries if key & mask == tag)
+
+    def nbytes(self) -> int:
+        """Size of the serialised table."""
+        return _HEADER.size + 16 * len(self._entries) + len(self._cluster_bytes())

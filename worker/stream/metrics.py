@@ -1,0 +1,259 @@
+"""Prometheus metrics and health endpoints of the stream worker.
+
+One `Metrics` object per worker process, with its own registry (so tests and benchmarks
+can make several). The worker feeds it what the pipeline returned; nothing here reads
+Kafka or the environment.
+
+    metrics = Metrics()
+    server = metrics.start_server("0.0.0.0", 9100)     # /metrics, /healthz, /readyz
+    metrics.page_in()                                 # every pages.raw message read
+    metrics.observe_outcome(outcome, seconds)         # every page decided
+    metrics.observe_dead(dead)                        # dead before the pipeline (decoding)
+    metrics.changelog_records(n)                      # state records written
+    metrics.observe_tables(tables)                    # from a timer: hosts, segments
+    metrics.set_consumer_lag(partition, lag)          # from a timer
+    metrics.beat()                                    # from a timer: the event loop runs
+    metrics.set_ready(True)                           # partitions assigned, state recovered
+
+The HTTP server runs in a daemon thread: it answers while the event loop is busy with a
+long page, and liveness is judged by `beat()`, which only the event loop calls, so a
+stuck loop fails /healthz even though the thread still answers.
+
+Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``):
+
+    pages_in_total                  pages.raw messages read
+    pages_out_total                 clean pages published
+    pages_dead_total{reason}        dead letters published, by reason
+    events_total{type}              template events published, by type
+    changelog_records_total         state changelog records written
+    page_latency_seconds            histogram: decide time per page
+    template_share                  template chars / all chars over the last N clean pages
+    hosts_in_state                  hosts with a live table on this worker
+    segments_in_state               table entries over those tables (segment and pagelet keys)
+    consumer_lag{partition}         high watermark minus next offset to read
+    ready                           1 when /readyz answers 200
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from worker.engine.model import DeadPage, Outcome
+from worker.engine.table import HostTable
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "detemplate"
+
+# Decide time of one page is about 1 ms for a typical page and tens of ms for a large one
+# (docs/measurements.md): buckets from 0.25 ms to 2.5 s.
+LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class Metrics:
+    """The worker's metrics, readiness and liveness.
+
+    share_window: clean pages over which `template_share` is computed (rolling).
+    liveness_timeout_s: /healthz fails when `beat()` was called before but not within
+        this many seconds (a stuck event loop). Before the first beat it passes.
+    """
+
+    def __init__(self, share_window: int = 1000, liveness_timeout_s: float = 60.0) -> None:
+        if share_window < 1:
+            raise ValueError("share_window must be at least 1")
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.pages_in = Counter(f"{PREFIX}_pages_in", "pages.raw messages read", registry=r)
+        self.pages_out = Counter(f"{PREFIX}_pages_out", "clean pages published", registry=r)
+        self.pages_dead = Counter(f"{PREFIX}_pages_dead", "dead letters published, by reason", ["reason"], registry=r)
+        self.events = Counter(f"{PREFIX}_events", "template events published, by type", ["type"], registry=r)
+        self.changelog = Counter(f"{PREFIX}_changelog_records", "state changelog records written", registry=r)
+        self.latency = Histogram(
+            f"{PREFIX}_page_latency_seconds", "decide time per page", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.template_share = Gauge(
+            f"{PREFIX}_template_share",
+            f"template chars / all chars over the last {share_window} clean pages",
+            registry=r,
+        )
+        self.hosts = Gauge(f"{PREFIX}_hosts_in_state", "hosts with a live table on this worker", registry=r)
+        self.segments = Gauge(
+            f"{PREFIX}_segments_in_state", "entries (segment and pagelet keys) in the live tables", registry=r
+        )
+        self.lag = Gauge(
+            f"{PREFIX}_consumer_lag", "high watermark minus next offset to read", ["partition"], registry=r
+        )
+        self.ready_gauge = Gauge(f"{PREFIX}_ready", "1 when the worker is ready (/readyz)", registry=r)
+        self._window: deque[tuple[int, int]] = deque(maxlen=share_window)
+        self._chars = 0
+        self._template_chars = 0
+        self._lock = threading.Lock()
+        self._ready = False
+        self._last_beat: float | None = None
+        self.liveness_timeout_s = liveness_timeout_s
+
+    # -- what the worker feeds -------------------------------------------------------
+
+    def page_in(self, n: int = 1) -> None:
+        """Count messages read from pages.raw (every one, dead or not)."""
+        self.pages_in.inc(n)
+
+    def observe_outcome(self, outcome: Outcome, seconds: float) -> None:
+        """Count one decided page: its clean page or dead letter, events, latency, template share."""
+        self.latency.observe(seconds)
+        if outcome.dead is not None:
+            self.pages_dead.labels(reason=outcome.dead.reason).inc()
+        if outcome.clean is not None:
+            self.pages_out.inc()
+            chars = 0
+            tchars = 0
+            for b in outcome.clean.blocks:
+                chars += b.chars
+                if b.verdict == "template":
+                    tchars += b.chars
+            self._add_share(chars, tchars)
+        for event in outcome.events:
+            self.events.labels(type=event.type).inc()
+
+    def observe_dead(self, dead: DeadPage) -> None:
+        """Count a dead letter that never reached the pipeline (undecodable message, bad key)."""
+        self.pages_dead.labels(reason=dead.reason).inc()
+
+    def changelog_records(self, n: int = 1) -> None:
+        self.changelog.inc(n)
+
+    def set_state_size(self, hosts: int, segments: int) -> None:
+        self.hosts.set(hosts)
+        self.segments.set(segments)
+
+    def observe_tables(self, tables: Mapping[str, HostTable] | Iterable[HostTable]) -> None:
+        """Set hosts_in_state and segments_in_state from the live tables (O(hosts): call from a timer)."""
+        values = tables.values() if isinstance(tables, Mapping) else tables
+        hosts = 0
+        segments = 0
+        for table in values:
+            hosts += 1
+            segments += len(table)
+        self.set_state_size(hosts, segments)
+
+    def set_consumer_lag(self, partition: int, lag: int) -> None:
+        self.lag.labels(partition=str(partition)).set(max(0, lag))
+
+    def forget_partitions(self) -> None:
+        """Drop every consumer_lag series (call on rebalance: partitions may have moved away)."""
+        self.lag.clear()
+
+    def set_ready(self, ready: bool) -> None:
+        """Ready: partitions assigned and their state recovered. Not ready while rebalancing."""
+        self._ready = bool(ready)
+        self.ready_gauge.set(1 if ready else 0)
+
+    def beat(self) -> None:
+        """The event loop is alive (call from a periodic timer of the worker)."""
+        self._last_beat = time.monotonic()
+
+    # -- what the endpoints read ------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    def alive(self) -> bool:
+        last = self._last_beat
+        return last is None or time.monotonic() - last <= self.liveness_timeout_s
+
+    def share(self) -> float:
+        """The rolling template share (0 before any clean page)."""
+        with self._lock:
+            return self._template_chars / self._chars if self._chars else 0.0
+
+    def scrape(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    def _add_share(self, chars: int, tchars: int) -> None:
+        with self._lock:
+            window = self._window
+            if len(window) == window.maxlen:
+                old_chars, old_tchars = window[0]
+                self._chars -= old_chars
+                self._template_chars -= old_tchars
+            window.append((chars, tchars))
+            self._chars += chars
+            self._template_chars += tchars
+            share = self._template_chars / self._chars if self._chars else 0.0
+        self.template_share.set(share)
+
+    # -- the HTTP server --------------------------------------------------------------
+
+    def start_server(self, host: str = "0.0.0.0", port: int = 9100) -> MetricsServer:
+        """Serve /metrics, /healthz and /readyz in a daemon thread; port 0 picks a free port."""
+        server = MetricsServer(self, host, port)
+        server.start()
+        return server
+
+
+class MetricsServer:
+    """A small threaded HTTP server for the three endpoints. `stop()` shuts it down."""
+
+    def __init__(self, metrics: Metrics, host: str, port: int) -> None:
+        handler = _handler_for(metrics)
+        self._httpd = ThreadingHTTPServer((host, port), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="detemplate-metrics", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def host(self) -> str:
+        return str(self._httpd.server_address[0])
+
+    def start(self) -> None:
+        self._thread.start()
+        logger.info("metrics and health on http://%s:%d (/metrics /healthz /readyz)", self.host, self.port)
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+
+def _handler_for(metrics: Metrics) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "detemplate"
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, metrics.scrape(), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                ok = metrics.alive()
+                self._send(200 if ok else 503, b"ok\n" if ok else b"event loop stalled\n")
+            elif path == "/readyz":
+                ok = metrics.ready
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
+
+        def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            # Probes and scrapes every few seconds would flood the worker's log.
+            logger.debug("http %s", format % args)
+
+    return Handler

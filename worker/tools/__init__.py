@@ -1,0 +1,1 @@
+"""Tools around the engine: eval, bench, show, samples, training, batch research algorithms, soak, test broker."""
