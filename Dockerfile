@@ -16,7 +16,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# A C compiler for the compiled page walk (worker/_walk.pyx); the runtime stage has none.
+# A C compiler for the compiled page walk (worker/engine/page/_walk.pyx); the runtime stage has none.
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
@@ -44,7 +44,7 @@ WORKDIR /var/lib/detemplate
 # The worker's RocksDB state: on a volume (a PersistentVolumeClaim per replica in
 # Kubernetes), so a restarted worker replays only the changelog records written since.
 VOLUME ["/var/lib/detemplate"]
-# /metrics (Prometheus), /healthz (liveness), /readyz (readiness): worker/metrics.py.
+# /metrics (Prometheus), /healthz (liveness), /readyz (readiness): worker/stream/metrics.py.
 EXPOSE 9100
 # The slim image has no curl: Python asks the liveness endpoint. It fails when the
 # worker's event loop has stopped beating (see docs/deploy.md).

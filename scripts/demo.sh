@@ -43,7 +43,7 @@ head -3 "$D/eval.txt"
 
 echo
 echo "== 3. the same crawl through a stream worker on the bundled Tansu broker"
-PORT=$("$BIN/python" -c 'from worker.broker import free_port; print(free_port())')
+PORT=$("$BIN/python" -c 'from detemplate.tools.broker import free_port; print(free_port())')
 export DETEMPLATE_BROKER="kafka://127.0.0.1:$PORT" DETEMPLATE_TANSU=1 DETEMPLATE_PARTITIONS=4 DETEMPLATE_OUT_PARTITIONS=4
 export DETEMPLATE_SESSION_TIMEOUT_S=6 DETEMPLATE_REBALANCE_TIMEOUT_S=6 DETEMPLATE_METRICS_PORT=-1
 pids=()

@@ -23,18 +23,17 @@ import atheris
 
 with atheris.instrument_imports():
     import numpy as np
+    from detemplate.engine.detectors import pagelevel
+    from detemplate.engine.errors import BadInputError
+    from detemplate.engine.model import DeadPage, RawPage
+    from detemplate.engine.page import compiled as fastwalk
+    from detemplate.engine.page.guards import segment_tree
+    from detemplate.engine.params import EngineParams
+    from detemplate.engine.pipeline import decide
+    from detemplate.engine.table import HostTable
+    from detemplate.io.codec import encode_clean, encode_dead
+    from detemplate.io.sources import decode_html, decode_record
     from selectolax.lexbor import LexborHTMLParser
-
-    from worker.engine.detectors import pagelevel
-    from worker.engine.errors import BadInputError
-    from worker.engine.model import DeadPage, RawPage
-    from worker.engine.page import compiled as fastwalk
-    from worker.engine.page.guards import segment_tree
-    from worker.engine.params import EngineParams
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
-    from worker.io.codec import encode_clean, encode_dead
-    from worker.io.sources import decode_html, decode_record
 
 PARAMS = EngineParams()
 SP = PARAMS.segment

@@ -23,23 +23,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from xxhash import xxh3_64_intdigest
-
-from tests.page_types import URL_TYPES, purity
-from worker.engine.detectors.clusters import (
+from detemplate.engine.detectors.clusters import (
     BatchParams,
     ClusterParams,
     HostClusters,
     cluster_pages,
     page_paths,
 )
-from worker.engine.errors import BadInputError
-from worker.engine.model import CONTENT
-from worker.engine.page.guards import parse, segment_tree
-from worker.engine.params import EngineParams, SegmentParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.tools.evaluate import Corpus, load_corpus, score_texts
+from detemplate.engine.errors import BadInputError
+from detemplate.engine.model import CONTENT
+from detemplate.engine.page.guards import parse, segment_tree
+from detemplate.engine.params import EngineParams, SegmentParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
+from detemplate.tools.evaluate import Corpus, load_corpus, score_texts
+from xxhash import xxh3_64_intdigest
+
+from tests.page_types import URL_TYPES, purity
 
 MULTI = [
     "site-lilianweng-hugo",
@@ -162,9 +162,9 @@ def stream_labels(pages: list[tuple[int, list]], sparams: ClusterParams) -> list
 
 def cmd_engine(args: argparse.Namespace) -> None:
     """Purity of the cluster ids the engine's clean pages carry (process_page, defaults + overrides)."""
-    from worker.engine.params import with_overrides
-    from worker.engine.pipeline import process_page
-    from worker.state.memory import MemoryStore
+    from detemplate.engine.params import with_overrides
+    from detemplate.engine.pipeline import process_page
+    from detemplate.state.memory import MemoryStore
 
     for thr in args.thresholds:
         for follow in (False, True) if args.follow else (False,):
@@ -295,7 +295,7 @@ def run_f1(
 
 
 def run_f1_pipeline(corpus: Corpus, mode: str, params: EngineParams, sparams: ClusterParams) -> dict[str, str]:
-    """Kept text per URL through worker.engine.pipeline.decide (whatever detector it runs now).
+    """Kept text per URL through detemplate.engine.pipeline.decide (whatever detector it runs now).
 
     mode: pipe_host (one table per host), pipe_cluster (one per host and cluster),
     pipe_or (a block is template when either decides so); *_random: the page goes to

@@ -1,9 +1,9 @@
-"""Test fixtures: the synthetic sites of worker.tools.samples, plus a small hand-made page."""
+"""Test fixtures: the synthetic sites of detemplate.tools.samples, plus a small hand-made page."""
 
 from __future__ import annotations
 
-from worker.engine.model import RawPage
-from worker.tools.samples import SitePage, gold_text, interleave, make_site, norm, write_jsonl, write_warc
+from detemplate.engine.model import RawPage
+from detemplate.tools.samples import SitePage, gold_text, interleave, make_site, norm, write_jsonl, write_warc
 
 __all__ = ["SitePage", "gold_text", "interleave", "make_page", "make_site", "norm", "write_jsonl", "write_warc"]
 

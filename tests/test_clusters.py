@@ -1,4 +1,4 @@
-"""worker.engine.detectors.clusters: page path sets, the MDL cost, TEXT-MDL / MinHash / LSH clustering,
+"""detemplate.engine.detectors.clusters: page path sets, the MDL cost, TEXT-MDL / MinHash / LSH clustering,
 the streaming assigner, and the `detemplate clusters` command."""
 
 from __future__ import annotations
@@ -12,12 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from tests.factories import SitePage, make_site, write_jsonl
-from worker.cli import main
-from worker.engine.detectors.clusters import (
+from detemplate.cli import main
+from detemplate.engine.detectors.clusters import (
     EVICTED,
     EXPIRED,
     FEATURES,
@@ -33,14 +29,18 @@ from worker.engine.detectors.clusters import (
     page_paths,
     support,
 )
-from worker.engine.errors import ConfigError, StateError
-from worker.engine.model import Outcome
-from worker.engine.page.guards import segment_html
-from worker.engine.params import ClusterParams, EngineParams, SegmentParams
-from worker.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
-from worker.engine.table import HostTable, is_tagged_key
-from worker.io.codec import encode_clean
-from worker.state.memory import MemoryStore
+from detemplate.engine.errors import ConfigError, StateError
+from detemplate.engine.model import Outcome
+from detemplate.engine.page.guards import segment_html
+from detemplate.engine.params import ClusterParams, EngineParams, SegmentParams
+from detemplate.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
+from detemplate.engine.table import HostTable, is_tagged_key
+from detemplate.io.codec import encode_clean
+from detemplate.state.memory import MemoryStore
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.factories import SitePage, make_site, write_jsonl
 
 HOST = "mixed.example"
 
@@ -457,7 +457,7 @@ def test_cluster_statistics_count_each_segment_under_its_cluster() -> None:
 
 
 def test_cluster_statistics_without_pagelets() -> None:
-    from worker.engine.params import PageletParams
+    from detemplate.engine.params import PageletParams
 
     params = EngineParams(pagelets=PageletParams(enabled=False, events=False), clusters=ClusterParams(statistics=True))
     pages, _ = mixed_host(6)
@@ -524,7 +524,7 @@ def test_clusters_command_stream_reports_the_engines_clusters(
 
 
 def test_the_sample_crawl_has_a_host_with_two_page_types_and_the_engine_sees_them() -> None:
-    from worker.tools.samples import sample_crawl
+    from detemplate.tools.samples import sample_crawl
 
     crawl = sample_crawl(sites=3, pages=12)
     first = [sp for sp in crawl if sp.page.host == "site1.blog.example"]

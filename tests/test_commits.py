@@ -1,8 +1,8 @@
-"""worker.stream.commits: Faust never commits over a message the worker did not process."""
+"""detemplate.stream.commits: Faust never commits over a message the worker did not process."""
 
 from __future__ import annotations
 
-from worker.stream.commits import HOLD_S, hold_commit
+from detemplate.stream.commits import HOLD_S, hold_commit
 
 
 def no_gap(offset: int) -> bool:
@@ -41,9 +41,9 @@ def test_an_offset_without_a_message_is_given_up_after_the_hold_time() -> None:
 
 
 def test_the_worker_uses_the_safe_consumer_with_and_without_the_tansu_workaround() -> None:
-    from worker.settings import StreamSettings
-    from worker.stream.app import build_app
-    from worker.stream.commits import SafeCommitConsumer
+    from detemplate.settings import StreamSettings
+    from detemplate.stream.app import build_app
+    from detemplate.stream.commits import SafeCommitConsumer
 
     for tansu in (False, True):
         settings = StreamSettings(broker="kafka://127.0.0.1:1", tansu=tansu)
@@ -54,10 +54,9 @@ def test_the_worker_uses_the_safe_consumer_with_and_without_the_tansu_workaround
 def test_the_consumer_withholds_the_commit_and_fetches_the_message_again() -> None:
     import asyncio
 
+    from detemplate.settings import StreamSettings
+    from detemplate.stream.app import build_app
     from faust.types import TP
-
-    from worker.settings import StreamSettings
-    from worker.stream.app import build_app
 
     async def scenario() -> tuple[list[int | None], list[tuple[TP, int]]]:
         app, _ = build_app(StreamSettings(broker="kafka://127.0.0.1:1"))

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from worker.engine.params import EngineParams
-from worker.tools.evaluate import evaluate_corpus, load_corpus
+from detemplate.engine.params import EngineParams
+from detemplate.tools.evaluate import evaluate_corpus, load_corpus
 
 CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 FLOORS_FILE = Path(__file__).with_name("eval_floors.json")
@@ -63,9 +62,10 @@ def test_f1_stays_above_floor(corpus: str) -> None:
 def test_template_clusters_stay_as_pure_as_measured(corpus: str) -> None:
     """The engine's template clusters against URL page types: purity (each cluster's
     majority type) and inverse purity (each type's largest cluster) above their floors."""
+    from detemplate.engine.pipeline import process_page
+    from detemplate.state.memory import MemoryStore
+
     from tests.page_types import URL_TYPES, purity
-    from worker.engine.pipeline import process_page
-    from worker.state.memory import MemoryStore
 
     if not CORPORA.is_dir():
         pytest.skip(f"development corpora not found at {CORPORA}")

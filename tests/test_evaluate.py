@@ -11,12 +11,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from detemplate.cli import main
+from detemplate.engine.params import EngineParams
+from detemplate.tools import bench, evaluate
+from detemplate.tools.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
 
 from tests.factories import interleave, make_site
-from worker.cli import main
-from worker.engine.params import EngineParams
-from worker.tools import bench, evaluate
-from worker.tools.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 SCORE_PY = SHARED / "tools" / "score.py"

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from detemplate.io.sources import iter_inputs
 from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import interleave, make_page, make_site, norm, write_jsonl
-from worker.io.sources import iter_inputs
 
 _DIGEST = (
     "import hashlib; from tests.factories import make_site; "

@@ -15,16 +15,15 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from detemplate.engine.detectors import pagelevel
+from detemplate.engine.errors import BadInputError
+from detemplate.engine.page import compiled as fastwalk
+from detemplate.engine.page.guards import segment_tree
+from detemplate.engine.params import SegmentParams
+from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
-
-from worker.engine.detectors import pagelevel
-from worker.engine.errors import BadInputError
-from worker.engine.page import compiled as fastwalk
-from worker.engine.page.guards import segment_tree
-from worker.engine.params import SegmentParams
-from worker.tools.samples import LAYOUTS, make_site
 
 PARAMS = SegmentParams()
 FAST = fastwalk.walker(PARAMS.block_tags, PARAMS.skip_tags)
@@ -125,7 +124,7 @@ def test_the_walks_agree_at_the_limits(html: str, params: SegmentParams) -> None
 
 @needs_fast
 def test_whitespace_is_what_python_splits_on() -> None:
-    from worker.engine.page import _walk  # type: ignore[attr-defined]
+    from detemplate.engine.page import _walk  # type: ignore[attr-defined]
 
     for code in range(0x110000):
         if 0xD800 <= code <= 0xDFFF:
@@ -137,7 +136,7 @@ def test_whitespace_is_what_python_splits_on() -> None:
 
 
 def test_pure_python_is_chosen_by_the_environment() -> None:
-    code = "from worker.engine.page import compiled; print(compiled.status())"
+    code = "from detemplate.engine.page import compiled; print(compiled.status())"
     env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "python (DETEMPLATE_PURE_PYTHON is set)"
@@ -156,8 +155,8 @@ def test_pure_python_is_chosen_by_the_environment() -> None:
     )
 )
 def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
-    from worker.engine.page import _walk  # type: ignore[attr-defined]
-    from worker.engine.page.guards import _NOT_NESTING, nesting_estimate
+    from detemplate.engine.page import _walk  # type: ignore[attr-defined]
+    from detemplate.engine.page.guards import _NOT_NESTING, nesting_estimate
 
     html = "".join(parts)
     assert _walk.count_tags(html) == html.count("<")
@@ -172,8 +171,8 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     num_perm=st.sampled_from([1, 8, 64, 128]),
 )
 def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], others: list[int], num_perm: int) -> None:
-    from worker.engine.detectors import clusters
-    from worker.engine.page import _walk  # type: ignore[attr-defined]
+    from detemplate.engine.detectors import clusters
+    from detemplate.engine.page import _walk  # type: ignore[attr-defined]
 
     salts = clusters.MinHasher(num_perm, 1).salts
     sig = _walk.minhash32(set(keys), salts)
@@ -191,7 +190,7 @@ def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], other
 
 
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
-    from worker.engine.detectors import clusters
+    from detemplate.engine.detectors import clusters
 
     compiled = fastwalk.module() is not None
     assert (clusters._minhash32 is not clusters.minhash32_python) == compiled

@@ -1,6 +1,6 @@
 """Hostile pages: whatever comes in ends as a clean page or a dead letter with a reason.
 
-Property tests feed the one decision function (worker.engine.pipeline.decide) malformed HTML,
+Property tests feed the one decision function (detemplate.engine.pipeline.decide) malformed HTML,
 random text and bytes decoded every which way, NUL bytes and control characters; the
 table tests build pathological shapes (deep nesting, huge sibling lists, huge
 attributes) and check that the configured limits turn them into dead letters.
@@ -12,16 +12,15 @@ import re
 import string
 
 import pytest
+from detemplate.engine.model import RawPage
+from detemplate.engine.page.guards import nesting_estimate
+from detemplate.engine.params import EngineParams, SegmentParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
+from detemplate.io.codec import encode_clean, encode_dead
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
-
-from worker.engine.model import RawPage
-from worker.engine.page.guards import nesting_estimate
-from worker.engine.params import EngineParams, SegmentParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.io.codec import encode_clean, encode_dead
 
 PARAMS = EngineParams()
 WORD = re.compile(r"\w+")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from detemplate import settings as settings_mod
 
 from tests.factories import make_site, write_jsonl
-from worker import settings as settings_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -87,7 +87,7 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert cmd[0] == "python"  # the slim image has no curl
     assert "http://127.0.0.1:{port}/healthz" in cmd[-1] and f"'{METRICS_PORT}'" in cmd[-1]
     # The check itself: it asks a real liveness endpoint and exits 0 only on 200.
-    from worker.stream.metrics import Metrics
+    from detemplate.stream.metrics import Metrics
 
     metrics = Metrics()
     server = metrics.start_server("127.0.0.1", 0)
@@ -147,13 +147,13 @@ def test_recipe_builds_a_venv_that_runs(tmp_path: Path) -> None:
         )
 
     # The package comes from the wheel in the venv, not from this checkout.
-    where = run("python", "-c", "import worker, faust, prometheus_client; print(worker.__file__)")
+    where = run("python", "-c", "import detemplate, faust, prometheus_client; print(detemplate.__file__)")
     assert where.returncode == 0, where.stderr
     assert Path(where.stdout.strip()).is_relative_to(venv)
     helped = run("detemplate", "--help")
     assert helped.returncode == 0 and "run" in helped.stdout and "worker" in helped.stdout
     assert run("detemplate", "worker", "--help").returncode == 0  # the stream extra is installed
-    metrics = run("python", "-c", "from worker.stream.metrics import Metrics; print(Metrics().scrape().decode())")
+    metrics = run("python", "-c", "from detemplate.stream.metrics import Metrics; print(Metrics().scrape().decode())")
     assert "detemplate_pages_in_total 0.0" in metrics.stdout, metrics.stderr
 
     src = write_jsonl(make_site("img.example", 8, seed=7), tmp_path / "in.jsonl")

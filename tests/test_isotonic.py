@@ -6,10 +6,9 @@ import itertools
 
 import numpy as np
 import pytest
+from detemplate.engine.detectors.isotonic import is_monotone, isotonic_tree, objective
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from worker.engine.detectors.isotonic import is_monotone, isotonic_tree, objective
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""worker.stream.metrics: counters fed from the real pipeline, scraped over loopback HTTP."""
+"""detemplate.stream.metrics: counters fed from the real pipeline, scraped over loopback HTTP."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import process_page
+from detemplate.state import MemoryStore
+from detemplate.stream.metrics import Metrics, MetricsServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.factories import interleave, make_page, make_site
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import process_page
-from worker.state import MemoryStore
-from worker.stream.metrics import Metrics, MetricsServer
 
 PARAMS = EngineParams()
 

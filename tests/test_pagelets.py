@@ -1,4 +1,4 @@
-"""Pagelets, shingles and templates (worker.engine.detectors.pagelets, `detemplate templates`)."""
+"""Pagelets, shingles and templates (detemplate.engine.detectors.pagelets, `detemplate templates`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-from selectolax.lexbor import LexborHTMLParser
-
-from tests.factories import make_site, write_jsonl
-from worker.engine.detectors.pagelets import (
+from detemplate.engine.detectors.pagelets import (
     PageletConfig,
     PageRecord,
     global_templates,
@@ -22,10 +17,15 @@ from worker.engine.detectors.pagelets import (
     read_page,
     resolve,
 )
-from worker.engine.model import RawPage
-from worker.engine.page.guards import segment_tree
-from worker.engine.params import SegmentParams
-from worker.tools import pagelet_cmd
+from detemplate.engine.model import RawPage
+from detemplate.engine.page.guards import segment_tree
+from detemplate.engine.params import SegmentParams
+from detemplate.tools import pagelet_cmd
+from hypothesis import given
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+from tests.factories import make_site, write_jsonl
 
 SEG = SegmentParams()
 
@@ -201,7 +201,7 @@ HREFS = [
 def test_absolute_links_agree_with_urljoin(base: str) -> None:
     from urllib.parse import urldefrag, urljoin
 
-    from worker.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.detectors.pagelets import absolute_links
 
     got = [absolute_links(base, [h]) for h in HREFS]
     want = [[urldefrag(urljoin(base, h))[0]] for h in HREFS]
@@ -209,7 +209,7 @@ def test_absolute_links_agree_with_urljoin(base: str) -> None:
 
 
 def test_absolute_links_resolve_and_dedupe() -> None:
-    from worker.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.detectors.pagelets import absolute_links
 
     got = absolute_links(
         "https://h.example/d/p.html",
@@ -226,7 +226,7 @@ def test_absolute_links_resolve_and_dedupe() -> None:
 
 def _links_inside_and_outside(sp: object) -> tuple[set[str], set[str]]:
     """The page's absolute links inside its known content container, and all the others."""
-    from worker.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.detectors.pagelets import absolute_links
 
     page = sp.page  # type: ignore[attr-defined]
     tree = LexborHTMLParser(page.html)
@@ -239,9 +239,9 @@ def _links_inside_and_outside(sp: object) -> tuple[set[str], set[str]]:
 
 @pytest.mark.parametrize("layout", ["blog", "docs", "news"])
 def test_clean_page_splits_template_and_content_links_on_generated_sites(layout: str) -> None:
-    from worker.engine.params import EngineParams
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
+    from detemplate.engine.params import EngineParams
+    from detemplate.engine.pipeline import decide
+    from detemplate.engine.table import HostTable
 
     params = EngineParams()
     site = make_site(f"{layout}.example", 30, seed=7, layout=layout, redesign=20)
@@ -280,14 +280,14 @@ def test_link_share_command_counts_container_links(tmp_path: Path, capsys: pytes
 
 
 def _tree(html: str) -> object:
-    from worker.engine.detectors import pagelevel
+    from detemplate.engine.detectors import pagelevel
 
     return pagelevel.walk(LexborHTMLParser(html), SEG)
 
 
 def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None:
-    from worker.engine.detectors.pagelets import block_pagelets, page_sketches, pagelet_path
-    from worker.engine.params import PageletParams
+    from detemplate.engine.detectors.pagelets import block_pagelets, page_sketches, pagelet_path
+    from detemplate.engine.params import PageletParams
 
     tree = _tree(PAGE)
     # The same three pagelets as the element partition (test_partition_follows_definition_2):
@@ -299,7 +299,7 @@ def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None
     assert count == 3 and [p.order for p in sketches] == [0, 2]
     assert [(p.first, p.end) for p in sketches] == [(0, 5), (6, 7)]
     assert [pagelet_path(tree, p) for p in sketches] == ["html/body/div/ul", "html/body/footer"]  # type: ignore[arg-type]
-    from worker.engine.table import is_tagged_key
+    from detemplate.engine.table import is_tagged_key
 
     assert [len(p.keys) for p in sketches] == [4, 4]
     assert all(is_tagged_key(k) for p in sketches for k in p.keys)
@@ -310,7 +310,7 @@ def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None
 
 
 def test_text_of_a_split_element_is_a_pagelet_of_its_own() -> None:
-    from worker.engine.detectors.pagelets import block_pagelets
+    from detemplate.engine.detectors.pagelets import block_pagelets
 
     html = (
         "<html><body><footer>Copyright 2026 Example<ul>"
@@ -324,7 +324,7 @@ def test_text_of_a_split_element_is_a_pagelet_of_its_own() -> None:
 
 
 def test_sketch_keys_are_order_and_group_aware() -> None:
-    from worker.engine.detectors.pagelets import sketch_keys
+    from detemplate.engine.detectors.pagelets import sketch_keys
 
     def keys(groups: list[list[int]], size: int, w: int = 1) -> list[list[int]]:
         starts = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]
@@ -346,7 +346,7 @@ def _menu_page(items: list[str], body: str) -> RawPage:
 
 
 def _params(table_only: bool = True, **overrides: str) -> object:
-    from worker.engine.params import EngineParams, with_overrides
+    from detemplate.engine.params import EngineParams, with_overrides
 
     items = [f"{k}={v}" for k, v in overrides.items()]
     if table_only:
@@ -358,9 +358,9 @@ def test_navigation_pagelet_with_one_changed_item_is_still_template() -> None:
     """The issue's case: the table alone keeps a menu item it has not seen; the pagelet keeps
     the menu's identity, so the new item goes with its menu. The min-hash is a sample: a
     one-item change of ten keeps one of the two values unless it hits both (about 3%)."""
-    from worker.engine.model import CONTENT, METHOD_PAGELET, TEMPLATE
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
+    from detemplate.engine.model import CONTENT, METHOD_PAGELET, TEMPLATE
+    from detemplate.engine.pipeline import decide
+    from detemplate.engine.table import HostTable
 
     recognised = 0
     for changed in range(len(ITEMS)):
@@ -384,9 +384,9 @@ def test_navigation_pagelet_with_one_changed_item_is_still_template() -> None:
 
 
 def test_pagelet_signal_marks_navigation_not_articles_on_generated_sites() -> None:
-    from worker.engine.model import METHOD_PAGELET, TEMPLATE
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
+    from detemplate.engine.model import METHOD_PAGELET, TEMPLATE
+    from detemplate.engine.pipeline import decide
+    from detemplate.engine.table import HostTable
 
     params = _params(table_only=False, **{"pagelets.enabled": "true"})
     for layout in ("blog", "docs", "news"):
@@ -431,7 +431,7 @@ def test_absolute_links_agree_with_urljoin_on_dotted_paths(
 ) -> None:
     from urllib.parse import urljoin
 
-    from worker.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.detectors.pagelets import absolute_links
 
     base = "https://h.example/" + "/".join(base_segs)
     href = lead + "/".join(href_segs) + query

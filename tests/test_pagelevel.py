@@ -1,4 +1,4 @@
-"""worker.engine.detectors.pagelevel: the walk, the features, the model file, the pipeline's use of it, training."""
+"""detemplate.engine.detectors.pagelevel: the walk, the features, the model file, the pipeline's use of it, training."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.factories import interleave, make_page, make_site, write_jsonl
-from worker.cli import main
-from worker.engine.detectors.isotonic import is_monotone
-from worker.engine.detectors.pagelevel import (
+from detemplate.cli import main
+from detemplate.engine.detectors.isotonic import is_monotone
+from detemplate.engine.detectors.pagelevel import (
     F_IN_A,
     F_IN_FOOTER,
     F_IN_NAV,
@@ -26,13 +24,15 @@ from worker.engine.detectors.pagelevel import (
     overrule,
     walk,
 )
-from worker.engine.errors import BadInputError, ConfigError
-from worker.engine.model import METHOD_PAGELEVEL, TEMPLATE
-from worker.engine.page.guards import parse, segment_tree
-from worker.engine.params import EngineParams, PageLevelParams, SegmentParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.tools.train import LabelParams, collect, fit_logistic
+from detemplate.engine.errors import BadInputError, ConfigError
+from detemplate.engine.model import METHOD_PAGELEVEL, TEMPLATE
+from detemplate.engine.page.guards import parse, segment_tree
+from detemplate.engine.params import EngineParams, PageLevelParams, SegmentParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
+from detemplate.tools.train import LabelParams, collect, fit_logistic
+
+from tests.factories import interleave, make_page, make_site, write_jsonl
 
 PARAMS = EngineParams()
 SP = PARAMS.segment
@@ -113,8 +113,8 @@ def test_shipped_model_separates_navigation_from_prose() -> None:
 def test_smoothed_scores_are_monotone_on_the_tree() -> None:
     page = walk(parse(make_site("m.example", 1, seed=2, layout="news")[0].page.html, SP), SP)
     model = load_model()
-    from worker.engine.detectors.isotonic import isotonic_tree
-    from worker.engine.detectors.pagelevel import node_weights
+    from detemplate.engine.detectors.isotonic import isotonic_tree
+    from detemplate.engine.detectors.pagelevel import node_weights
 
     x = model.scores(features(page))
     y, _ = isotonic_tree(x, page.parent, 0.2, node_weights(page, "log"))
@@ -256,7 +256,7 @@ def test_walk_and_decide_agree_with_table_keys() -> None:
 
 
 def test_the_class_hint_cache_keeps_no_long_attributes() -> None:
-    from worker.engine.detectors.pagelevel import _HINTS, _HINTS_MAX_CHARS, _hints
+    from detemplate.engine.detectors.pagelevel import _HINTS, _HINTS_MAX_CHARS, _hints
 
     long_pair = ("nav " + "x" * 10_000, "")
     assert _hints(long_pair) & 1  # still judged: a template word

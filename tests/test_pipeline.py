@@ -1,4 +1,4 @@
-"""worker.engine.pipeline: decide() and process_page() on generated sites."""
+"""detemplate.engine.pipeline: decide() and process_page() on generated sites."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from detemplate.engine.model import CONTENT, METHOD_COLD, METHOD_TABLE, TEMPLATE, Outcome
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import decide, process_page, replay_page
+from detemplate.engine.table import HostTable
+from detemplate.io.codec import encode_clean, encode_dead, encode_event
+from detemplate.state import MemoryStore
+from detemplate.state.rocks import RocksStore
 from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import interleave, make_page, make_site, norm
-from worker.engine.model import CONTENT, METHOD_COLD, METHOD_TABLE, TEMPLATE, Outcome
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import decide, process_page, replay_page
-from worker.engine.table import HostTable
-from worker.io.codec import encode_clean, encode_dead, encode_event
-from worker.state import MemoryStore
-from worker.state.rocks import RocksStore
 
 PARAMS = EngineParams()
 # The table's own cold start, without the page-level model (tests/test_pagelevel.py has that).
@@ -261,7 +261,7 @@ SIGNAL = dataclasses.replace(PARAMS, pagelets=dataclasses.replace(PARAMS.pagelet
 
 
 def test_pagelet_events_list_the_template_pagelets_of_the_page() -> None:
-    from worker.io.codec import event_dict
+    from detemplate.io.codec import event_dict
 
     site = make_site("pl.example", 40, seed=5, redesign=25)
     table, outcomes = run(site, EVENTS)
@@ -301,7 +301,7 @@ def test_pagelet_keys_do_not_change_verdicts_or_template_counts() -> None:
 
 
 def test_replaying_applied_keys_with_pagelets_and_cluster_statistics_rebuilds_the_table() -> None:
-    from worker.engine.table import is_tagged_key
+    from detemplate.engine.table import is_tagged_key
 
     params = dataclasses.replace(SIGNAL, clusters=dataclasses.replace(SIGNAL.clusters, statistics=True))
     pages = make_site("replay-pl.example", 40, seed=9, redesign=25)

@@ -1,8 +1,8 @@
 """schemas/: every record `detemplate run` writes validates; raw input and the schema agree.
 
-The records come from the real command (worker.cli.main, in process) over pages from
+The records come from the real command (detemplate.cli.main, in process) over pages from
 tests.factories plus bad lines, with --html and --events, so a field added to
-worker.io.codec without its schema (or the reverse) fails here.
+detemplate.io.codec without its schema (or the reverse) fails here.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from detemplate.cli import main
+from detemplate.engine.model import DeadPage, RawPage
+from detemplate.io import codec
+from detemplate.io.sources import decode_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 
 from tests.factories import interleave, make_site, write_jsonl
-from worker.cli import main
-from worker.engine.model import DeadPage, RawPage
-from worker.io import codec
-from worker.io.sources import decode_record
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 NAMES = ("raw-page", "clean-page", "template-event", "dead-letter")

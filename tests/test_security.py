@@ -1,6 +1,6 @@
 """Security: broker authentication settings, and an engine that runs nothing from the pages.
 
-- Broker security settings (worker.settings) -> Faust's `broker_credentials` and the
+- Broker security settings (detemplate.settings) -> Faust's `broker_credentials` and the
   aiokafka client arguments of `produce`/`consume`, checked against what Faust itself
   derives for its clients, and against aiokafka's own constructors; incomplete or
   contradictory settings fail at start with the variable to fix.
@@ -25,15 +25,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from detemplate.engine.errors import ConfigError
+from detemplate.engine.model import RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
+from detemplate.io.codec import encode_clean
+from detemplate.settings import StreamSettings, load
 
 from tests.factories import make_site, write_jsonl, write_warc
-from worker.engine.errors import ConfigError
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.io.codec import encode_clean
-from worker.settings import StreamSettings, load
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,9 +165,8 @@ def _comparable(kw: Any) -> dict[str, Any]:
 
 def test_faust_derives_the_same_client_arguments_as_produce_and_consume(pki: dict[str, Path]) -> None:
     """The worker's Faust clients and the commands' plain aiokafka clients authenticate alike."""
+    from detemplate.stream.app import build_app
     from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
-
-    from worker.stream.app import build_app
 
     for s in _settings_cases(pki):
         expected = _comparable(s.kafka_client_kwargs())
@@ -185,8 +184,7 @@ def test_aiokafka_accepts_the_client_arguments(pki: dict[str, Path]) -> None:
     import asyncio
 
     from aiokafka import AIOKafkaConsumer  # type: ignore[import-untyped]  # no stubs
-
-    from worker.stream.kafka_io import producer
+    from detemplate.stream.kafka_io import producer
 
     async def build(s: StreamSettings) -> None:
         kw = s.kafka_client_kwargs()
@@ -245,8 +243,8 @@ def test_bad_certificate_files_are_refused(pki: dict[str, Path]) -> None:
 
 
 def test_command_flags_override_the_environment(pki: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
-    from worker.cli import build_parser
-    from worker.stream.commands import _settings
+    from detemplate.cli import build_parser
+    from detemplate.stream.commands import _settings
 
     monkeypatch.setenv("DETEMPLATE_SECURITY_PROTOCOL", "SASL_PLAINTEXT")
     monkeypatch.setenv("DETEMPLATE_SASL_USERNAME", "from-env")
@@ -265,7 +263,7 @@ def test_command_flags_override_the_environment(pki: dict[str, Path], monkeypatc
 
 
 def test_a_bad_setting_is_a_clean_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    from worker.cli import main
+    from detemplate.cli import main
 
     code = main(["consume", "--topic", "t", "--security-protocol", "SSL", "--ssl-cafile", "/nonexistent/ca.pem"])
     assert code == 2
@@ -468,9 +466,9 @@ def test_deciding_hostile_pages_executes_and_fetches_nothing(no_network_no_proce
 def test_offline_run_and_stream_decoding_execute_and_fetch_nothing(
     tmp_path: Path, no_network_no_processes: list[str]
 ) -> None:
-    from worker.cli import main
-    from worker.stream.app import decode_message
-    from worker.stream.kafka_io import encode_raw
+    from detemplate.cli import main
+    from detemplate.stream.app import decode_message
+    from detemplate.stream.kafka_io import encode_raw
 
     pages = _hostile_site(8)
     # Inputs are written before the guard matters (writing files is allowed; it only records).

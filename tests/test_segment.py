@@ -1,4 +1,4 @@
-"""worker.engine.page.guards: blocks at layout tags, visible text segments only, DOM paths, stable keys, limits."""
+"""detemplate.engine.page.guards: blocks at layout tags, visible text segments only, DOM paths, stable keys, limits."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from worker.engine.errors import BadInputError
-from worker.engine.page.guards import segment_html, segment_key
-from worker.engine.params import SegmentParams
+from detemplate.engine.errors import BadInputError
+from detemplate.engine.page.guards import segment_html, segment_key
+from detemplate.engine.params import SegmentParams
 
 # An explicit cut, so these tests do not move when the measured default block tags do.
 CUT = SegmentParams(block_tags=frozenset({"html", "body", "div", "ul", "li", "p", "footer"}), path_mode="tag")
@@ -136,7 +135,7 @@ def test_segment_key_fixed_values(path: str, text: str, expected: int) -> None:
 
 
 def test_segment_key_is_stable_across_processes() -> None:
-    code = "from worker.engine.page.guards import segment_key; print(segment_key('html/body/div/p', 'Hello, world'))"
+    code = "from detemplate.engine.page import guards; print(guards.segment_key('html/body/div/p', 'Hello, world'))"
     root = Path(__file__).resolve().parents[1]
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
@@ -197,7 +196,7 @@ def test_not_html(html: str) -> None:
 
 
 def test_limits_are_validated() -> None:
-    from worker.engine.errors import ConfigError
+    from detemplate.engine.errors import ConfigError
 
     with pytest.raises(ConfigError):
         SegmentParams(path_mode="xpath")

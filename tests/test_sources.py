@@ -1,4 +1,4 @@
-"""worker.io.sources: JSONL, WARC and folders of HTML as one stream of pages, in input order."""
+"""detemplate.io.sources: JSONL, WARC and folders of HTML as one stream of pages, in input order."""
 
 # ruff: noqa: RUF001 (the charset tests need typographic characters that cp1252 and UTF-8 encode differently)
 
@@ -12,11 +12,11 @@ import random
 from pathlib import Path
 
 import pytest
+from detemplate.engine.errors import ConfigError
+from detemplate.engine.model import DeadPage, RawPage
+from detemplate.io.sources import decode_html, estimate_total, host_of, iter_inputs
 
 from tests.factories import make_page, make_site, write_jsonl
-from worker.engine.errors import ConfigError
-from worker.engine.model import DeadPage, RawPage
-from worker.io.sources import decode_html, estimate_total, host_of, iter_inputs
 
 # -- helpers: WARC records written by hand (WARC/1.0: text headers, CRLF, body, CRLF CRLF) --
 
@@ -367,7 +367,7 @@ def test_missing_or_unknown_inputs_raise_config_error(tmp_path: Path) -> None:
 
 def test_permission_denied_raises_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Denied by the OS call itself: a chmod test would pass vacuously as root, which reads every file.
-    import worker.io.sources
+    import detemplate.io.sources
 
     f = write_jsonl([make_page()], tmp_path / "locked.jsonl")
 
@@ -376,7 +376,7 @@ def test_permission_denied_raises_config_error(tmp_path: Path, monkeypatch: pyte
             raise PermissionError(13, "Permission denied")
         return open(path, *args, **kwargs)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(worker.io.sources, "open", denied, raising=False)
+    monkeypatch.setattr(detemplate.io.sources, "open", denied, raising=False)
     with pytest.raises(ConfigError, match=r"cannot read input .*Permission denied"):
         iter_inputs([f])
 
@@ -388,11 +388,11 @@ def test_a_bad_path_fails_at_the_call_before_any_page_is_read(tmp_path: Path) ->
 
 
 def test_estimate_total_extrapolates_big_plain_jsonl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import worker.io.sources
+    import detemplate.io.sources
 
     path = tmp_path / "big.jsonl"
     path.write_bytes(b'{"url": "https://a.example/", "html": "<p>x</p>"}\n' * 1000)
-    monkeypatch.setattr(worker.io.sources, "_COUNT_BYTES", 1 << 20)  # reads whole 1 MB chunks: exact
+    monkeypatch.setattr(detemplate.io.sources, "_COUNT_BYTES", 1 << 20)  # reads whole 1 MB chunks: exact
     assert estimate_total([path]) == 1000
     path.write_bytes(path.read_bytes() * 60)  # 60000 lines, about 3 MB
     estimate = estimate_total([path])

@@ -1,4 +1,4 @@
-"""worker.state: MemoryStore and RocksStore (real RocksDB on tmp_path), reopen, LRU write-back, corruption."""
+"""detemplate.state: MemoryStore and RocksStore (real RocksDB on tmp_path), reopen, LRU write-back, corruption."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import random
 from pathlib import Path
 
 import pytest
+from detemplate.engine.errors import StateError
+from detemplate.engine.params import EngineParams, TableParams
+from detemplate.engine.pipeline import process_page
+from detemplate.engine.table import HostTable
+from detemplate.state import MemoryStore
+from detemplate.state.rocks import RocksStore
 from rocksdict import Options, Rdict
 
 from tests.factories import interleave, make_site
-from worker.engine.errors import StateError
-from worker.engine.params import EngineParams, TableParams
-from worker.engine.pipeline import process_page
-from worker.engine.table import HostTable
-from worker.state import MemoryStore
-from worker.state.rocks import RocksStore
 
 PARAMS = EngineParams()
 

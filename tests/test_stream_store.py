@@ -1,4 +1,4 @@
-"""The worker's RocksDB store (worker.stream.store) on real damaged databases, without a broker.
+"""The worker's RocksDB store (detemplate.stream.store) on real damaged databases, without a broker.
 
 tests/integration/test_faults.py runs the whole story on the broker (damage, restart,
 recovery from the changelog); these pin the store's own decisions.
@@ -14,9 +14,9 @@ import pytest
 rocksdict = pytest.importorskip("rocksdict")
 pytest.importorskip("faust")
 
-from worker.settings import StreamSettings  # noqa: E402  (after the skips)
-from worker.stream.app import build_app  # noqa: E402
-from worker.stream.store import CheckedRocksDBStore, is_corruption, verify  # noqa: E402
+from detemplate.settings import StreamSettings  # noqa: E402  (after the skips)
+from detemplate.stream.app import build_app  # noqa: E402
+from detemplate.stream.store import CheckedRocksDBStore, is_corruption, verify  # noqa: E402
 
 
 def store_in(tmp_path: Path) -> CheckedRocksDBStore:

@@ -1,4 +1,4 @@
-"""worker.engine.table.HostTable: DF counting, logistic expiry against a brute-force model, O(expired) work,
+"""detemplate.engine.table.HostTable: DF counting, logistic expiry against a brute-force model, O(expired) work,
 serialisation, template events."""
 
 from __future__ import annotations
@@ -8,14 +8,14 @@ import random
 from typing import Any
 
 import pytest
+from detemplate.engine.errors import StateError
+from detemplate.engine.params import EngineParams, EventParams, TableParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import make_page, make_site
-from worker.engine.errors import StateError
-from worker.engine.params import EngineParams, EventParams, TableParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
 
 # -- reference model ----------------------------------------------------------------------
 
@@ -292,13 +292,13 @@ def test_redesign_fires_template_changed_after_it() -> None:
 
 
 def _pagelet_key(n: int) -> int:
-    from worker.engine.table import TAG, TAG_BITS
+    from detemplate.engine.table import TAG, TAG_BITS
 
     return (n << TAG_BITS) | TAG
 
 
 def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
-    from worker.engine.table import is_tagged_key
+    from detemplate.engine.table import is_tagged_key
 
     params = TableParams(template_df=3, tb=2, n=2.0)
     table = HostTable(params)
@@ -328,7 +328,7 @@ def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
 def test_the_compiled_observe_keeps_the_table_as_the_python_one() -> None:
     import random
 
-    from worker.engine import table as table_module
+    from detemplate.engine import table as table_module
 
     if table_module._OBSERVE is None:
         pytest.skip("the compiled extension is not in use")

@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from worker import __version__
+from . import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,10 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Each command registers itself from the module that owns its concern.
-    from worker import offline
-    from worker.stream import commands as stream_cmd
-    from worker.tools import bench, cluster_cmd, evaluate, pagelet_cmd, samples, show
-    from worker.tools import train_cmd as pagelevel_cmd
+    from . import offline
+    from .stream import commands as stream_cmd
+    from .tools import bench, cluster_cmd, evaluate, pagelet_cmd, samples, show
+    from .tools import train_cmd as pagelevel_cmd
 
     for module in (offline, samples, evaluate, bench, show, stream_cmd, pagelet_cmd, cluster_cmd, pagelevel_cmd):
         module.register(sub)

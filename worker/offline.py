@@ -2,7 +2,7 @@
 
 Pages are decided in input order, one pass, each with only what came before it, by the
 same `process_page` the stream worker calls; output records are encoded by
-`worker.io.codec`, so they are byte-identical to what the worker publishes.
+`detemplate.io.codec`, so they are byte-identical to what the worker publishes.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from worker.engine.errors import ConfigError, DetemplateError
-from worker.engine.model import DeadPage, RawPage
-from worker.engine.page import compiled as fastwalk
-from worker.engine.params import EngineParams, add_param_argument, with_overrides
-from worker.engine.pipeline import process_page
-from worker.io import codec
-from worker.state.base import SegmentStore
-from worker.state.memory import MemoryStore
+from .engine.errors import ConfigError, DetemplateError
+from .engine.model import DeadPage, RawPage
+from .engine.page import compiled as fastwalk
+from .engine.params import EngineParams, add_param_argument, with_overrides
+from .engine.pipeline import process_page
+from .io import codec
+from .state.base import SegmentStore
+from .state.memory import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def _progress(items: Iterable[RawPage | DeadPage], total: int | None) -> Iterato
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from worker.io.sources import estimate_total, iter_inputs
+    from .io.sources import estimate_total, iter_inputs
 
     try:
         params = with_overrides(EngineParams(), args.param)
@@ -148,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         try:
             if args.state:
-                from worker.state.rocks import RocksStore
+                from .state.rocks import RocksStore
 
                 store: SegmentStore = RocksStore(args.state, params.table)
             else:

@@ -2,7 +2,7 @@
 
 Every field can come from a ``DETEMPLATE_<FIELD>`` environment variable (upper case),
 and the commands let a flag override it. Algorithm knobs are not here: they are
-`worker.engine.params` (the offline and stream shells must use the same ones).
+`detemplate.engine.params` (the offline and stream shells must use the same ones).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from worker.engine.errors import ConfigError
-from worker.engine.params import EngineParams, with_overrides
+from .engine.errors import ConfigError
+from .engine.params import EngineParams, with_overrides
 
 ENV_PREFIX = "DETEMPLATE_"
 
@@ -38,7 +38,7 @@ class StreamSettings:
     snapshot_every: K, pages of a host between two full snapshots of its table; the
         changelog keeps 2K page deltas and 2 snapshots per host.
     with_html: publish each clean page's HTML with template text removed, too.
-    tansu: apply the client-side workaround for the Tansu test broker (worker.stream.tansu);
+    tansu: apply the client-side workaround for the Tansu test broker (detemplate.stream.tansu);
         leave off against Apache Kafka.
     session_timeout_s / heartbeat_s / rebalance_timeout_s: consumer group timing. A join
         waits about half the session timeout: short values make tests and restarts fast.
@@ -51,7 +51,7 @@ class StreamSettings:
         8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
     cache_hosts: live tables kept in memory (least recently used first out); a host whose
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
-    metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (worker.stream.metrics);
+    metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (detemplate.stream.metrics);
         port 0 picks a free port, -1 runs no server.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.

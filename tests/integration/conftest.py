@@ -26,16 +26,15 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-
-from worker.engine.errors import ConfigError
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import process_page
-from worker.io import codec
-from worker.settings import StreamSettings, env_for
-from worker.state.memory import MemoryStore
-from worker.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
-from worker.tools.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
+from detemplate.engine.errors import ConfigError
+from detemplate.engine.model import RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import process_page
+from detemplate.io import codec
+from detemplate.settings import StreamSettings, env_for
+from detemplate.state.memory import MemoryStore
+from detemplate.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
+from detemplate.tools.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
 
 REPO = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
@@ -62,7 +61,7 @@ class Cluster:
         log = open(self.tmp / f"{name}.log", "ab")  # noqa: SIM115 (closed in stop)
         self.logs.append(log)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "worker"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
+            [sys.executable, "-m", "detemplate.cli", "worker"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
         )
         self.procs.append(proc)
         return proc

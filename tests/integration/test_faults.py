@@ -22,6 +22,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from detemplate.engine.model import RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.state.changelog import StateLayout
+from detemplate.stream.kafka_io import Record
 
 from tests.factories import interleave, make_site
 from tests.integration.conftest import (
@@ -34,10 +38,6 @@ from tests.integration.conftest import (
     page_message,
 )
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, assignment
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams
-from worker.state.changelog import StateLayout
-from worker.stream.kafka_io import Record
 
 pytestmark = pytest.mark.broker
 

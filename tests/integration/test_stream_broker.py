@@ -9,13 +9,13 @@ import urllib.request
 from collections import Counter
 
 import pytest
+from detemplate.engine.model import RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.state.changelog import StateLayout
+from detemplate.stream.tansu import fetch_highwaters
 
 from tests.factories import interleave, make_site
 from tests.integration.conftest import PARTITIONS, Cluster, by_host, first_per_url, offline, run
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams
-from worker.state.changelog import StateLayout
-from worker.stream.tansu import fetch_highwaters
 
 pytestmark = pytest.mark.broker
 

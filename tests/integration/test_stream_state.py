@@ -5,17 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
+from detemplate.engine.errors import ConfigError, StateError
+from detemplate.engine.model import DeadPage, RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import decide
+from detemplate.engine.table import HostTable
+from detemplate.io import codec
+from detemplate.settings import StreamSettings, env_for, load
+from detemplate.state.changelog import StateLayout, decode_delta, encode_delta
+from detemplate.stream.app import decode_message
 
 from tests.factories import make_site
-from worker.engine.errors import ConfigError, StateError
-from worker.engine.model import DeadPage, RawPage
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.io import codec
-from worker.settings import StreamSettings, env_for, load
-from worker.state.changelog import StateLayout, decode_delta, encode_delta
-from worker.stream.app import decode_message
 
 K = 8
 
@@ -139,8 +139,8 @@ def test_settings_from_environment_and_flags() -> None:
 
 @pytest.mark.parametrize("tansu", [True, False])
 def test_tansu_workaround_only_when_asked(tansu: bool, tmp_path: object) -> None:
-    from worker.stream.app import build_app
-    from worker.stream.tansu import TansuTransport
+    from detemplate.stream.app import build_app
+    from detemplate.stream.tansu import TansuTransport
 
     app, _ = build_app(StreamSettings(tansu=tansu, data_dir=str(tmp_path), metrics_port=-1))
     assert isinstance(app.transport, TansuTransport) is tansu

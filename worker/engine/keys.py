@@ -2,7 +2,7 @@
 
 `mix64` is SplitMix64's finaliser, a bijection of 64-bit values: MinHash functions,
 w-shingles and per-cluster keys are built on it. `tag` turns values into tagged keys of
-the host's table (worker.engine.table: the low TAG_BITS bits replaced by TAG), so they share the
+the host's table (detemplate.engine.table: the low TAG_BITS bits replaced by TAG), so they share the
 segments' DF and expiry without ever counting as segments.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from worker.engine.table import TAG, TAG_MASK
+from .table import TAG, TAG_MASK
 
 U64 = np.uint64
 _M1 = U64(0xBF58476D1CE4E5B9)

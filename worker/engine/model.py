@@ -1,7 +1,7 @@
 """Plain data that flows through detemplate: raw pages in, clean pages, events and dead letters out.
 
 Every shell (offline `run`, the stream worker) produces these same objects through
-`worker.engine.pipeline`, and serialises them with `worker.io.codec`, so both modes emit the
+`detemplate.engine.pipeline`, and serialises them with `detemplate.io.codec`, so both modes emit the
 same bytes for the same pages in the same order.
 """
 
@@ -150,7 +150,7 @@ class DeadPage:
 
     url: str
     host: str
-    reason: str  # short stable code (see worker.engine.errors.BadInputError)
+    reason: str  # short stable code (see detemplate.engine.errors.BadInputError)
     detail: str  # one human sentence
     source: str = ""
 

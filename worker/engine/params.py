@@ -10,7 +10,7 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-from worker.engine.errors import ConfigError
+from .errors import ConfigError
 
 # Layout tags that cut a page into blocks. The paper names "html tags that usually
 # determine the page layout" without listing them. Measured on the seven multi-page
@@ -33,7 +33,7 @@ SKIP_TAGS = frozenset(
 
 PATH_MODES = ("tag", "tag_class", "tag_id_class")
 
-# What describes a page for template clusters (worker.engine.detectors.clusters.page_paths).
+# What describes a page for template clusters (detemplate.engine.detectors.clusters.page_paths).
 PAGE_FEATURES = ("blocks", "segments", "both")
 
 
@@ -165,7 +165,7 @@ class PageLevelParams:
     warm_threshold: the same, to overrule the table's content verdict once the host's
         table has learned something (``union`` and ``silent``).
     max_removed_share: the model is ignored on a page where it would remove more than
-        this share of the text it judges (see worker.engine.detectors.pagelevel.overrule).
+        this share of the text it judges (see detemplate.engine.detectors.pagelevel.overrule).
     cold_max_removed_share: the same on a cold host's page.
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from worker.engine.detectors import pagelevel
-from worker.engine.detectors.clusters import Assignment, HostClusters, cluster_keys, page_paths
-from worker.engine.detectors.pagelets import (
+from ..state.base import SegmentStore
+from .detectors import pagelevel
+from .detectors.clusters import Assignment, HostClusters, cluster_keys, page_paths
+from .detectors.pagelets import (
     PageletSketch,
     absolute_links,
     base_url,
@@ -21,8 +22,8 @@ from worker.engine.detectors.pagelets import (
     pagelet_df,
     pagelet_path,
 )
-from worker.engine.errors import BadInputError, StateError
-from worker.engine.model import (
+from .errors import BadInputError, StateError
+from .model import (
     CONTENT,
     METHOD_COLD,
     METHOD_PAGELET,
@@ -39,10 +40,9 @@ from worker.engine.model import (
     TemplateEvent,
     TemplatePagelet,
 )
-from worker.engine.page.guards import parse, segment_tree
-from worker.engine.params import ClusterParams, EngineParams
-from worker.engine.table import HostTable
-from worker.state.base import SegmentStore
+from .page.guards import parse, segment_tree
+from .params import ClusterParams, EngineParams
+from .table import HostTable
 
 CLUSTER_NEW = "template.cluster_new"
 CLUSTER_DROPPED = "template.cluster_dropped"
@@ -162,7 +162,7 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
             for p, _ in template_pagelets:
                 in_template_pagelet[p.first : p.end] = b"\x01" * (p.end - p.first)
 
-    # The page-level model decides where the table cannot (see worker.engine.detectors.pagelevel.overrule).
+    # The page-level model decides where the table cannot (see detemplate.engine.detectors.pagelevel.overrule).
     # Blocks of template pagelets are template already: the model does not judge them.
     model_says = None
     if scores is not None:

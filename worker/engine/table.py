@@ -7,14 +7,14 @@ every distinct segment on it), detection (by the caller, from the returned DFs) 
 shrinkage (segments not seen for t(df) pages are dropped, t logistic in df).
 
 The table also holds tagged keys, in the same key space: the host's pagelet keys
-(worker.engine.detectors.pagelets) and, with clusters.statistics, each segment key counted again
-under the page's template cluster (worker.engine.pipeline.cluster_keys). They are 64-bit values
+(detemplate.engine.detectors.pagelets) and, with clusters.statistics, each segment key counted again
+under the page's template cluster (detemplate.engine.pipeline.cluster_keys). They are 64-bit values
 whose low TAG_BITS bits are TAG, so they share the DF, the expiry, the serialisation and
 the stream's per-page deltas, while `template_count` and the template events count
 segment keys only. (A segment key ends in the tag with odds of 2^-20; such a key would
 be left out of those counts.)
 
-`clusters` is the host's template-cluster assigner (worker.engine.detectors.clusters.HostClusters):
+`clusters` is the host's template-cluster assigner (detemplate.engine.detectors.clusters.HostClusters):
 kept with the table so that one value per host holds the host's whole state. It is
 stored as its bytes after the entries, and parsed by the pipeline on first use (None
 before the host's first page with clusters on).
@@ -34,9 +34,9 @@ from array import array
 from collections.abc import Sequence
 from typing import Any
 
-from worker.engine.errors import StateError
-from worker.engine.page import compiled as fastwalk
-from worker.engine.params import EventParams, TableParams
+from .errors import StateError
+from .page import compiled as fastwalk
+from .params import EventParams, TableParams
 
 # On disk and on the wire (RocksDB values, changelog snapshots):
 #   header  = magic "DTT1", then little-endian fields below
@@ -47,7 +47,7 @@ _HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_
 #                                         learned_page, size_at_event, added, removed, n
 _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
-CLUSTERS_MAGIC = b"DTC1"  # the cluster section: worker.engine.detectors.clusters.HostClusters.to_bytes
+CLUSTERS_MAGIC = b"DTC1"  # the cluster section: detemplate.engine.detectors.clusters.HostClusters.to_bytes
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
 
 # Tagged keys (pagelet and cluster keys): the low 20 bits are this tag (segment keys are

@@ -11,7 +11,7 @@ import base64
 import json
 from typing import Any
 
-from worker.engine.model import CleanPage, DeadPage, TemplateEvent
+from ..engine.model import CleanPage, DeadPage, TemplateEvent
 
 SCHEMA_VERSION = 1
 

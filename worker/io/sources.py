@@ -54,8 +54,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from worker.engine.errors import ConfigError
-from worker.engine.model import DeadPage, RawPage
+from ..engine.errors import ConfigError
+from ..engine.model import DeadPage, RawPage
 
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _WARC_SUFFIXES = (".warc", ".arc")

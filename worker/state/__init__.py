@@ -1,6 +1,6 @@
 """Where per-host segment tables live: one small interface, several backends."""
 
-from worker.state.base import SegmentStore
-from worker.state.memory import MemoryStore
+from .base import SegmentStore
+from .memory import MemoryStore
 
 __all__ = ["MemoryStore", "SegmentStore"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from worker.engine.table import HostTable
+from ..engine.table import HostTable
 
 
 class SegmentStore(Protocol):

@@ -35,11 +35,11 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from worker.engine.errors import StateError
-from worker.engine.model import Outcome
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import replay_page
-from worker.engine.table import HostTable
+from ..engine.errors import StateError
+from ..engine.model import Outcome
+from ..engine.params import EngineParams
+from ..engine.pipeline import replay_page
+from ..engine.table import HostTable
 
 _DELTA_MAGIC = b"DTD2"
 _DELTA = struct.Struct("<4sQqIiI")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from worker.engine.table import HostTable
+from ..engine.table import HostTable
 
 
 class MemoryStore:

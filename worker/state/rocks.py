@@ -19,9 +19,9 @@ from pathlib import Path
 
 from rocksdict import Options, Rdict, WriteBatch
 
-from worker.engine.errors import ConfigError, StateError
-from worker.engine.params import TableParams
-from worker.engine.table import HostTable
+from ..engine.errors import ConfigError, StateError
+from ..engine.params import TableParams
+from ..engine.table import HostTable
 
 logger = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 One agent (concurrency 1: a host's pages must be decided in input order) reads pages.raw,
 keyed by host. For each message it decodes the JSON record exactly as `detemplate run`
-decodes a JSONL line, calls `worker.engine.pipeline.decide` (the offline command's decision),
-and sends the outputs serialised with `worker.io.codec`, keyed by host.
+decodes a JSONL line, calls `detemplate.engine.pipeline.decide` (the offline command's decision),
+and sends the outputs serialised with `detemplate.io.codec`, keyed by host.
 
-State (see worker.state.changelog): live `HostTable` objects in memory, backed by a Faust
+State (see detemplate.state.changelog): live `HostTable` objects in memory, backed by a Faust
 table in RocksDB whose changelog gets one delta record per page plus one snapshot per
 host every K pages. The in-memory tables are dropped at every rebalance and rebuilt
 from the Faust table (which Faust recovers from the changelog) on the host's next page.
@@ -32,17 +32,17 @@ import faust
 from aiokafka.errors import MessageSizeTooLargeError  # type: ignore[import-untyped]  # no stubs
 from faust.types import TP
 
-from worker.engine.model import DeadPage, Outcome, RawPage
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
-from worker.io import codec
-from worker.io.sources import decode_record
-from worker.settings import StreamSettings
-from worker.state.changelog import StateLayout
-from worker.stream.commits import SafeCommitTransport
-from worker.stream.metrics import Metrics
-from worker.stream.store import CheckedRocksDBStore, is_corruption, store_url
+from ..engine.model import DeadPage, Outcome, RawPage
+from ..engine.params import EngineParams
+from ..engine.pipeline import decide
+from ..engine.table import HostTable
+from ..io import codec
+from ..io.sources import decode_record
+from ..settings import StreamSettings
+from ..state.changelog import StateLayout
+from .commits import SafeCommitTransport
+from .metrics import Metrics
+from .store import CheckedRocksDBStore, is_corruption, store_url
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class DetemplateApp(faust.App):
 
     def _new_transport(self) -> Any:
         if self.tansu:
-            from worker.stream.tansu import TansuTransport
+            from .tansu import TansuTransport
 
             return TansuTransport(self.conf.broker_consumer, self)
         # Commits that never pass over an unprocessed message (worker/stream/commits.py).

@@ -11,10 +11,10 @@ import signal
 import sys
 from typing import Any
 
-from worker import settings as settings_mod
-from worker.engine.errors import DetemplateError
-from worker.engine.page import compiled as fastwalk
-from worker.engine.params import add_param_argument
+from .. import settings as settings_mod
+from ..engine.errors import DetemplateError
+from ..engine.page import compiled as fastwalk
+from ..engine.params import add_param_argument
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +113,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
     p.set_defaults(func=_consume)
 
-    from worker.tools import bench_stream as bench
-    from worker.tools import soak
+    from ..tools import bench_stream as bench
+    from ..tools import soak
 
     bench.register(subparsers)
     soak.register(subparsers)
@@ -148,7 +148,7 @@ def _worker(args: argparse.Namespace) -> int:
         pass
     import faust
 
-    from worker.stream.app import build_app
+    from .app import build_app
 
     app, logic = build_app(settings, settings.engine_params())
     if settings.metrics_port >= 0:
@@ -163,7 +163,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from worker.tools.broker import LocalBroker, free_port
+    from ..tools.broker import LocalBroker, free_port
 
     settings = settings_mod.load(partitions=args.partitions, out_partitions=args.partitions)
     port = args.port or free_port()
@@ -190,8 +190,8 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _produce(args: argparse.Namespace) -> int:
-    from worker.io.sources import iter_inputs
-    from worker.stream.kafka_io import produce_pages
+    from ..io.sources import iter_inputs
+    from .kafka_io import produce_pages
 
     try:
         settings = _settings(args)
@@ -209,7 +209,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace) -> int:
-    from worker.stream.kafka_io import consume
+    from .kafka_io import consume
 
     try:
         settings = _settings(args)

@@ -15,8 +15,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-from worker.engine.model import DeadPage, RawPage
-from worker.io import codec
+from ..engine.model import DeadPage, RawPage
+from ..io import codec
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ async def consume(
         ends: dict[TopicPartition, int] | None = None
         if count is None:
             if tansu:
-                from worker.stream.tansu import fetch_highwaters
+                from .tansu import fetch_highwaters
 
                 ends = await fetch_highwaters(bootstrap, parts)
             else:

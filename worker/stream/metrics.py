@@ -46,8 +46,8 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from worker.engine.model import DeadPage, Outcome
-from worker.engine.table import HostTable
+from ..engine.model import DeadPage, Outcome
+from ..engine.table import HostTable
 
 logger = logging.getLogger(__name__)
 

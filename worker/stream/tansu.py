@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-unt
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 from faust.types import TP
 
-from worker.stream.commits import SafeCommitConsumer
+from .commits import SafeCommitConsumer
 
 logger = logging.getLogger(__name__)
 

@@ -36,14 +36,14 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from worker.engine.errors import ConfigError
-from worker.engine.model import RawPage
-from worker.engine.page import compiled as fastwalk
-from worker.engine.params import EngineParams, add_param_argument, with_overrides
-from worker.engine.pipeline import process_page
-from worker.state import MemoryStore
-from worker.state.rocks import RocksStore
-from worker.tools.evaluate import Corpus, load_corpus
+from ..engine.errors import ConfigError
+from ..engine.model import RawPage
+from ..engine.page import compiled as fastwalk
+from ..engine.params import EngineParams, add_param_argument, with_overrides
+from ..engine.pipeline import process_page
+from ..state import MemoryStore
+from ..state.rocks import RocksStore
+from .evaluate import Corpus, load_corpus
 
 BATCH_PAGES = 24  # the paper's comparison point: batch methods keep 24-page batches
 
@@ -307,7 +307,7 @@ def format_state(states: Sequence[HostState], max_rows: int = 12) -> str:
 def long_host_pages(corpora: Sequence[Corpus], host: str | None, synthetic: bool, n: int) -> Iterator[RawPage]:
     """N pages of one host: a synthetic site, or the corpus pages of one host cycled."""
     if synthetic:
-        from worker.tools.samples import make_site
+        from .samples import make_site
 
         name = host or "long.example"
         chunk = 500
@@ -479,7 +479,7 @@ def _long_host(args: argparse.Namespace, corpora: Sequence[Corpus], params: Engi
     first = next(pages)
     host = first.host
     if args.synthetic:
-        source = f"synthetic news site from worker.tools.samples, {n} pages, content never repeats"
+        source = f"synthetic news site from detemplate.tools.samples, {n} pages, content never repeats"
     else:
         distinct = len({p.url for c in corpora for p in c.pages if p.host == host})
         source = f"its {distinct} corpus pages cycled to {n} pages"

@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams
-from worker.engine.pipeline import process_page
-from worker.io import codec
-from worker.settings import StreamSettings, env_for
-from worker.state.memory import MemoryStore
+from ..engine.model import RawPage
+from ..engine.params import EngineParams
+from ..engine.pipeline import process_page
+from ..io import codec
+from ..settings import StreamSettings, env_for
+from ..state.memory import MemoryStore
 
 DEFAULT_CORPUS = "../shared/corpora/site-antsr-pkgdown/pages.jsonl.gz"
 
@@ -69,7 +69,7 @@ class Corpus:
 
 
 def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = False) -> Corpus:
-    from worker.io.sources import iter_inputs
+    from ..io.sources import iter_inputs
 
     base = [p for p in iter_inputs(paths) if isinstance(p, RawPage)]
     by_host: dict[str, list[RawPage]] = defaultdict(list)
@@ -146,7 +146,7 @@ class Run:
     def start_worker(self, data_dir: Path) -> None:
         env = {**os.environ, **env_for(self.settings.with_overrides(data_dir=str(data_dir)))}
         log = open(self.tmp / "worker.log", "ab")  # noqa: SIM115 (lives as long as the process)
-        self.proc = subprocess.Popen([sys.executable, "-m", "worker.cli", "worker"], env=env, stdout=log,
+        self.proc = subprocess.Popen([sys.executable, "-m", "detemplate.cli", "worker"], env=env, stdout=log,
                                      stderr=subprocess.STDOUT)
         log.close()
 
@@ -169,7 +169,7 @@ async def _collect(bootstrap: str, topic: str, n: int, timeout_s: float, start_a
     """Read `n` new records of `topic`, with their arrival times."""
     from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-    from worker.stream.tansu import fetch_highwaters
+    from ..stream.tansu import fetch_highwaters
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 * 1024 * 1024)
@@ -203,8 +203,8 @@ async def _collect(bootstrap: str, topic: str, n: int, timeout_s: float, start_a
 
 
 def _main(args: argparse.Namespace) -> int:
-    from worker.stream.kafka_io import Record, consume, encode_raw, produce_raw
-    from worker.tools.broker import LocalBroker
+    from ..stream.kafka_io import Record, consume, encode_raw, produce_raw
+    from .broker import LocalBroker
 
     corpus_paths = args.corpus or [DEFAULT_CORPUS]
     corpus = load_corpus(corpus_paths, args.hosts, args.rounds, args.one_host)
@@ -311,7 +311,7 @@ def _main(args: argparse.Namespace) -> int:
 def _recovery(run: Run, bootstrap: str, settings: StreamSettings, data: Path, wipe: bool,
               pages: list[RawPage], hosts: list[str]) -> float:
     """SIGKILL the running worker, restart it, and time one new page per host through it."""
-    from worker.stream.kafka_io import encode_raw, produce_raw
+    from ..stream.kafka_io import encode_raw, produce_raw
 
     # The worker is running and idle: let it join, then kill it.
     time.sleep(8.0)

@@ -31,7 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from worker.engine.errors import ConfigError
+from ..engine.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 

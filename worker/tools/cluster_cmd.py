@@ -1,7 +1,7 @@
 """`detemplate clusters INPUT...`: each host's template clusters (TEXT-MDL / TEXT-HASH / LSH / stream).
 
 The batch methods read every page of the inputs, group them by host, describe each page
-by its DOM path set (worker.engine.detectors.clusters.page_paths) and cluster each host's pages.
+by its DOM path set (detemplate.engine.detectors.clusters.page_paths) and cluster each host's pages.
 ``--method stream`` instead runs the engine itself (`process_page`, the clusters the
 clean pages carry) over the pages in input order and reports the clusters it assigned.
 Prints a readable table, or one JSON line per cluster with --json.
@@ -16,14 +16,14 @@ import sys
 import time
 from typing import Any
 
-from worker.engine.detectors.clusters import FEATURES, METHODS, BatchParams, cluster_pages, path_key
-from worker.engine.errors import BadInputError, ConfigError, DetemplateError
-from worker.engine.model import Block, RawPage
-from worker.engine.page.guards import parse, segment_tree
-from worker.engine.params import PATH_MODES, EngineParams, SegmentParams, add_param_argument, with_overrides
-from worker.engine.pipeline import host_clusters as host_clusters_state
-from worker.engine.pipeline import process_page
-from worker.state.memory import MemoryStore
+from ..engine.detectors.clusters import FEATURES, METHODS, BatchParams, cluster_pages, path_key
+from ..engine.errors import BadInputError, ConfigError, DetemplateError
+from ..engine.model import Block, RawPage
+from ..engine.page.guards import parse, segment_tree
+from ..engine.params import PATH_MODES, EngineParams, SegmentParams, add_param_argument, with_overrides
+from ..engine.pipeline import host_clusters as host_clusters_state
+from ..engine.pipeline import process_page
+from ..state.memory import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def host_clusters(
     pages: list[RawPage], params: BatchParams, segment: SegmentParams, top: int, samples: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Cluster one host's pages; one record per cluster, and the host's summary."""
-    from worker.engine.detectors.clusters import page_paths
+    from ..engine.detectors.clusters import page_paths
 
     feats = []
     urls = []
@@ -168,7 +168,7 @@ def format_report(host_rows: list[tuple[dict[str, Any], list[dict[str, Any]]]]) 
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from worker.io.sources import iter_inputs
+    from ..io.sources import iter_inputs
 
     try:
         engine = with_overrides(EngineParams(), args.param)

@@ -3,7 +3,7 @@
 A corpus folder (the format of ../shared/corpora) holds `pages.jsonl.gz` (raw pages in
 crawl order), `gold.jsonl.gz` (each page's gold main content) and, for generated sites,
 `meta.json`. The detector runs over the pages in stream order with a fresh in-memory
-store, through `worker.engine.pipeline.process_page` exactly as `detemplate run` does, and the
+store, through `detemplate.engine.pipeline.process_page` exactly as `detemplate run` does, and the
 kept text of each page is scored against its gold.
 
 The metric is the one of the reference scorer (../shared/tools/score.py), reimplemented
@@ -45,12 +45,12 @@ from typing import IO, Any
 from selectolax.lexbor import LexborHTMLParser
 from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
 
-from worker.engine.errors import ConfigError
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams, add_param_argument, with_overrides
-from worker.engine.pipeline import process_page
-from worker.io.codec import encode_clean, encode_dead
-from worker.state import MemoryStore
+from ..engine.errors import ConfigError
+from ..engine.model import RawPage
+from ..engine.params import EngineParams, add_param_argument, with_overrides
+from ..engine.pipeline import process_page
+from ..io.codec import encode_clean, encode_dead
+from ..state import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -328,7 +328,7 @@ def evaluate_corpus(
     """Run the detector over a corpus in stream order and score it.
 
     When `output` is given, every page's record (clean page or error record, encoded by
-    worker.io.codec exactly as `detemplate run` writes it) goes there, one per line.
+    detemplate.io.codec exactly as `detemplate run` writes it) goes there, one per line.
     """
     params = params or EngineParams()
     store = MemoryStore()

@@ -1,7 +1,7 @@
 """`detemplate templates`: the templates of each host of a crawl, by pagelet shingles.
 
 Runs the local or global template detection of Bar-Yossef and Rajagopalan
-(worker.engine.detectors.pagelets) over the pages of the inputs, host by host, and prints each
+(detemplate.engine.detectors.pagelets) over the pages of the inputs, host by host, and prints each
 host's templates: the shared pagelet shingle, on how many pages it occurs, a sample of
 its text and the links in it. JSONL with --json, a table otherwise.
 """
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
-from worker.engine.detectors.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
-from worker.engine.errors import ConfigError, DetemplateError
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams, SegmentParams, add_param_argument, with_overrides
-from worker.io.sources import iter_inputs
-from worker.tools.evaluate import TextScores
+from ..engine.detectors.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
+from ..engine.errors import ConfigError, DetemplateError
+from ..engine.model import RawPage
+from ..engine.params import EngineParams, SegmentParams, add_param_argument, with_overrides
+from ..io.sources import iter_inputs
+from .evaluate import TextScores
 
 
 def _raw_pages(inputs: list[str], dead: list[int]) -> Iterator[RawPage]:
@@ -82,8 +82,8 @@ def link_shares(
     With `content_selector` (a generated site's known content container), also count how
     many links outside it came out as template links and inside it as content links.
     """
-    from worker.engine.pipeline import process_page
-    from worker.state.memory import MemoryStore
+    from ..engine.pipeline import process_page
+    from ..state.memory import MemoryStore
 
     params = params or EngineParams()
     store = MemoryStore()
@@ -197,8 +197,8 @@ class SignalRun:
 
 def signal_eval(corpus_dir: str, params: EngineParams) -> SignalRun:
     """One corpus through the engine twice: `params` with pagelets.enabled off and on."""
-    from worker.engine.model import METHOD_PAGELET
-    from worker.tools.evaluate import evaluate_corpus, load_corpus
+    from ..engine.model import METHOD_PAGELET
+    from .evaluate import evaluate_corpus, load_corpus
 
     corpus = load_corpus(corpus_dir)
     off = dataclasses.replace(params, pagelets=dataclasses.replace(params.pagelets, enabled=False))
@@ -233,8 +233,8 @@ def interleaved_seconds(pages: list[RawPage], configs: list[EngineParams], passe
     fastest pass."""
     import time
 
-    from worker.engine.pipeline import decide
-    from worker.engine.table import HostTable
+    from ..engine.pipeline import decide
+    from ..engine.table import HostTable
 
     best = [[float("inf")] * len(pages) for _ in configs]
     clock = time.perf_counter
@@ -291,7 +291,7 @@ def cmd_pagelet_signal(args: argparse.Namespace) -> int:
         "method pagelet; time: seconds in the engine with over without, one run each: noisy)"
     )
     if args.passes > 0:
-        from worker.tools.evaluate import load_corpus
+        from .evaluate import load_corpus
 
         pages = [page for corpus_dir in args.corpus_dirs for page in load_corpus(corpus_dir).pages]
         none = dataclasses.replace(params, pagelets=dataclasses.replace(params.pagelets, enabled=False, events=False))

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 from pathlib import Path
 
-from worker.engine.model import RawPage
+from ..engine.model import RawPage
 
 WORDS = """
 able acid aged also area army away baby back ball band bank base bath bear beat bell

@@ -1,6 +1,6 @@
 """`detemplate show`: an HTML view of one page's verdict, block by block, with its host's stats.
 
-The page is decided by the same `worker.engine.pipeline.decide` as `run` and the stream worker,
+The page is decided by the same `detemplate.engine.pipeline.decide` as `run` and the stream worker,
 on a copy of the host's table, so showing never changes any state:
 
 - with ``--state DIR``: a copy of the host's table in that RocksDB state (what the next
@@ -20,12 +20,12 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from worker.engine.errors import ConfigError, DetemplateError, StateError
-from worker.engine.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
-from worker.engine.page.guards import segment_html
-from worker.engine.params import EngineParams, add_param_argument, with_overrides
-from worker.engine.pipeline import decide
-from worker.engine.table import HostTable
+from ..engine.errors import ConfigError, DetemplateError, StateError
+from ..engine.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
+from ..engine.page.guards import segment_html
+from ..engine.params import EngineParams, add_param_argument, with_overrides
+from ..engine.pipeline import decide
+from ..engine.table import HostTable
 
 # -- the view's data (pure) ------------------------------------------------------------------
 
@@ -403,7 +403,7 @@ _CHART_KEY = (
 
 def find_page(target: str, inputs: list[str], host: str | None) -> tuple[RawPage, list[RawPage], int | None]:
     """The page to show, the host's pages of the inputs in order, and the page's index among them."""
-    from worker.io.sources import iter_inputs
+    from ..io.sources import iter_inputs
 
     pool = [p for p in iter_inputs(inputs) if isinstance(p, RawPage)] if inputs else []
     path = Path(target)
@@ -481,7 +481,7 @@ def load_state_table(state: str, host: str, params: EngineParams) -> tuple[HostT
 
 
 def _offline_table(path: Path, host: str, params: EngineParams) -> tuple[HostTable, str]:
-    from worker.state.rocks import RocksStore
+    from ..state.rocks import RocksStore
 
     store = RocksStore(path, params.table)
     try:
@@ -497,8 +497,8 @@ def _offline_table(path: Path, host: str, params: EngineParams) -> tuple[HostTab
 def _stream_table(path: Path, partitions: list[Path], host: str, params: EngineParams) -> tuple[HostTable, str]:
     from rocksdict import AccessType, Options, Rdict
 
-    from worker.settings import load as load_settings
-    from worker.state.changelog import StateLayout
+    from ..settings import load as load_settings
+    from ..state.changelog import StateLayout
 
     # The delta slots depend on K: the worker's DETEMPLATE_SNAPSHOT_EVERY must be set here too.
     layout = StateLayout(params, load_settings().snapshot_every)

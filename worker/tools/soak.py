@@ -11,7 +11,7 @@ a fresh bundled broker, and samples over the run, against pages decided:
   - the live tables' segment entries (the worker's detemplate_segments_in_state metric).
 
 Under the logistic expiry these must level off once every host is past its first pages,
-not grow with the crawl. The sites are worker.tools.samples' generated ones, and they change
+not grow with the crawl. The sites are detemplate.tools.samples' generated ones, and they change
 as the crawl goes on, so the expiry has work: every page a new article, a "Latest" box of
 the host's three newest titles, "most read" rotating every 10 pages, a seasonal nav item
 replaced every 40 pages, and a share of the hosts redesigned once mid-crawl. Hosts are
@@ -43,9 +43,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from worker.engine.model import RawPage
-from worker.settings import StreamSettings
-from worker.tools.samples import LAYOUTS, _page
+from ..engine.model import RawPage
+from ..settings import StreamSettings
+from .samples import LAYOUTS, _page
 
 SEASON_PAGES = 40  # a host's seasonal nav item changes every this many of its pages
 LATEST = 3  # titles in a host's "Latest" box (each title is on the 3 pages after its own)
@@ -258,8 +258,8 @@ async def _soak(args: argparse.Namespace, settings: StreamSettings, bootstrap: s
                 metrics_port: int, broker_pid: int, crawl: EvolvingCrawl) -> tuple[list[Sample], dict[str, Any]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-    from worker.stream.kafka_io import encode_raw, producer
-    from worker.tools.bench_stream import _cpu_s, _dir_bytes
+    from ..stream.kafka_io import encode_raw, producer
+    from .bench_stream import _cpu_s, _dir_bytes
 
     n = args.pages
     every = max(1, n // max(1, args.samples))
@@ -330,7 +330,7 @@ async def _soak(args: argparse.Namespace, settings: StreamSettings, bootstrap: s
                 next_sample = (log.deltas // every + 1) * every
         await prod.flush()
         # What pages.clean and pages.dead hold (high watermarks from Fetch: Tansu's ListOffsets is low).
-        from worker.stream.tansu import fetch_highwaters
+        from ..stream.tansu import fetch_highwaters
 
         outs = {}
         for topic in (settings.topic_clean, settings.topic_dead):
@@ -511,8 +511,8 @@ def store_soak(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from worker.tools.bench_stream import Run, _dir_bytes
-    from worker.tools.broker import LocalBroker, free_port
+    from .bench_stream import Run, _dir_bytes
+    from .broker import LocalBroker, free_port
 
     if args.pages < 1 or args.hosts < 1 or args.samples < 2:
         print("detemplate bench-soak: --pages and --hosts must be at least 1, --samples at least 2")

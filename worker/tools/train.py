@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from worker.engine.detectors.pagelevel import FEATURE_NAMES, PageLevelModel, PageTree, features, walk
-from worker.engine.errors import BadInputError
-from worker.engine.model import RawPage
-from worker.engine.page.guards import parse
-from worker.engine.params import SegmentParams
+from ..engine.detectors.pagelevel import FEATURE_NAMES, PageLevelModel, PageTree, features, walk
+from ..engine.errors import BadInputError
+from ..engine.model import RawPage
+from ..engine.page.guards import parse
+from ..engine.params import SegmentParams
 
 log = logging.getLogger(__name__)
 

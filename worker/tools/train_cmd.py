@@ -8,10 +8,10 @@ import logging
 import sys
 from pathlib import Path
 
-from worker.engine.errors import ConfigError
-from worker.engine.model import RawPage
-from worker.engine.params import EngineParams, add_param_argument, with_overrides
-from worker.tools.train import LabelParams, collect, fit_logistic
+from ..engine.errors import ConfigError
+from ..engine.model import RawPage
+from ..engine.params import EngineParams, add_param_argument, with_overrides
+from .train import LabelParams, collect, fit_logistic
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from worker.io.sources import iter_inputs
+    from ..io.sources import iter_inputs
 
     if args.l2 < 0 or args.max_pages_per_host < 1:
         raise ConfigError("--l2 must be >= 0 and --max-pages-per-host >= 1")

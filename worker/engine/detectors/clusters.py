@@ -33,7 +33,7 @@ The streaming side is `HostClusters`: one host's bounded set of template cluster
 a MinHash signature; an arriving page joins the most similar cluster that shares an LSH
 band with it, or opens a new one. It is pure and serialisable, like the segment table.
 
-Path keys are 64-bit ints. `page_paths` builds them from `worker.engine.page.guards` blocks:
+Path keys are 64-bit ints. `page_paths` builds them from `detemplate.engine.page.guards` blocks:
 ``blocks`` (the DOM path of each layout block with text), ``segments`` (each text
 segment's key: its DOM path plus its text, the paper's text paths such as
 ``Document\\<html>\\<body>Gate``) or ``both`` (the paper: element paths and text paths).
@@ -53,12 +53,12 @@ import numpy as np
 from numpy.typing import NDArray
 from xxhash import xxh3_64_intdigest
 
-from worker.engine.errors import ConfigError, StateError
-from worker.engine.keys import U64, mix64, tag
-from worker.engine.model import Block
-from worker.engine.page import compiled as fastwalk
-from worker.engine.params import PAGE_FEATURES, ClusterParams
-from worker.engine.table import CLUSTERS_MAGIC
+from ..errors import ConfigError, StateError
+from ..keys import U64, mix64, tag
+from ..model import Block
+from ..page import compiled as fastwalk
+from ..params import PAGE_FEATURES, ClusterParams
+from ..table import CLUSTERS_MAGIC
 
 FEATURES = PAGE_FEATURES
 METHODS = ("mdl", "minhash", "lsh")
@@ -86,7 +86,7 @@ _PATH_KEYS_MAX = 1 << 16
 
 
 def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int]:
-    """A page's set of path keys from its segmented blocks (`worker.engine.page.guards.segment_tree`)."""
+    """A page's set of path keys from its segmented blocks (`detemplate.engine.page.guards.segment_tree`)."""
     if features not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, not {features!r}")
     keys: set[int] = set()
@@ -268,7 +268,7 @@ def clustering_cost(essential: Sequence[frozenset[int]], labels: Sequence[int]) 
 
 @dataclass(frozen=True, slots=True)
 class BatchParams:
-    """Knobs of batch clustering (the streaming assigner's are worker.engine.params.ClusterParams).
+    """Knobs of batch clustering (the streaming assigner's are detemplate.engine.params.ClusterParams).
 
     method: ``mdl``, ``minhash`` or ``lsh`` (module docstring).
     features: which paths describe a page: ``blocks``, ``segments`` or ``both``.

@@ -28,7 +28,7 @@ tree depth, not per node.
 
 Cost bound: K is at most `max_values`. Beyond it the candidate set becomes `max_values`
 evenly spaced quantiles of the scores, so the result is optimal over that grid only
-(still monotone). The caller bounds n (worker.engine.detectors.pagelevel leaves trees above
+(still monotone). The caller bounds n (detemplate.engine.detectors.pagelevel leaves trees above
 `PageLevelParams.max_smooth_nodes` unsmoothed).
 """
 

@@ -25,12 +25,12 @@ them):
   are not.
 
 The same walk also yields, for every pagelet, the segment keys of the text nodes inside
-it (the keys `worker.engine.page.guards` gives them).
+it (the keys `detemplate.engine.page.guards` gives them).
 
-In the stream (worker.engine.pipeline), pagelets are cut from the block tree the page-level walk
+In the stream (detemplate.engine.pipeline), pagelets are cut from the block tree the page-level walk
 already built (`block_pagelets`, no second walk) and fingerprinted by a min-hash of their
 sets of segment keys (`page_sketches`); the min-hash values are keys of the host's own
-segment table, tagged (worker.engine.table.TAG), so they get the same DF and expiry.
+segment table, tagged (detemplate.engine.table.TAG), so they get the same DF and expiry.
 """
 
 from __future__ import annotations
@@ -49,14 +49,14 @@ import numpy as np
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
-from worker.engine.errors import BadInputError
-from worker.engine.keys import mix64, tag
-from worker.engine.model import RawPage
-from worker.engine.page.guards import _component, parse
-from worker.engine.params import PageletParams, SegmentParams
+from ..errors import BadInputError
+from ..keys import mix64, tag
+from ..model import RawPage
+from ..page.guards import _component, parse
+from ..params import PageletParams, SegmentParams
 
 if TYPE_CHECKING:
-    from worker.engine.detectors.pagelevel import PageTree
+    from .pagelevel import PageTree
 
 _TEXT_ID = 2
 _WORD = re.compile(r"\w+")
@@ -100,7 +100,7 @@ class Pagelet:
     order: position among the page's pagelets, in document order.
     text: its visible text, whitespace-normalised.
     links: absolute URLs of its links (http and https), in document order.
-    keys: segment keys of the text nodes inside it (as worker.engine.page.guards computes them).
+    keys: segment keys of the text nodes inside it (as detemplate.engine.page.guards computes them).
     sketch: min-hash values of its w-shingles; empty when it has no tokens.
     """
 
@@ -271,7 +271,7 @@ def _resolve_href(
 
 
 def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
-    """The page's element tree with per-subtree link counts, text nodes keyed as in worker.engine.page.guards."""
+    """The page's element tree with per-subtree link counts, text nodes keyed as in detemplate.engine.page.guards."""
     root = tree.root
     if root is None:
         return None
@@ -604,7 +604,7 @@ def read_pages(
 
 # Per min-hash: a salt XORed into the minimum before it becomes a table key, so equal
 # minima under two permutations give two keys. The segment keys of a w-shingle (w > 1)
-# are chained with worker.engine.keys.mix64.
+# are chained with detemplate.engine.keys.mix64.
 _SALT = np.array([0x6A09E667F3BCC908, 0xBB67AE8584CAA73B, 0x3C6EF372FE94F82B, 0xA54FF53A5F1D36F1,
                   0x510E527FADE682D1, 0x9B05688C2B3E6C1F, 0x1F83D9ABFB41BD6B, 0x5BE0CD19137E2179],
                  dtype=np.uint64)  # fmt: skip

@@ -1,16 +1,16 @@
 """Page-level templateness of layout blocks, from the page alone (Chakrabarti, Kumar, Punera, WWW 2007).
 
 One walk over the lexbor tree cuts the page into exactly the blocks of
-`worker.engine.page.guards.segment_tree` (same block tags, same segment keys, same order) and,
+`detemplate.engine.page.guards.segment_tree` (same block tags, same segment keys, same order) and,
 on the way, collects per-block cues: text and anchor text, links, segments, tag,
 nesting, position in document order, class/id hints, and the semantic elements and
 lists/forms that enclose the block. Text-less layout elements stay in the block tree
 (they are the internal nodes the smoothing needs) but get no weight of their own.
 
 A logistic-regression model (weights in worker/data/pagelevel.json, trained by
-`detemplate train-pagelevel`, see worker.tools.train) scores every block's
+`detemplate train-pagelevel`, see detemplate.tools.train) scores every block's
 probability of being template; the scores are then smoothed over the block tree by
-the regularised isotonic regression of worker.engine.detectors.isotonic (a block is template
+the regularised isotonic regression of detemplate.engine.detectors.isotonic (a block is template
 only if its child blocks are), and a block is template when its smoothed score is
 above `PageLevelParams.threshold`.
 """
@@ -30,12 +30,12 @@ from numpy.typing import NDArray
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
-from worker.engine.detectors.isotonic import isotonic_tree
-from worker.engine.errors import BadInputError, ConfigError
-from worker.engine.model import Block, Segment
-from worker.engine.page.compiled import walker
-from worker.engine.page.guards import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, block_links
-from worker.engine.params import PageLevelParams, SegmentParams
+from ..errors import BadInputError, ConfigError
+from ..model import Block, Segment
+from ..page.compiled import walker
+from ..page.guards import _BLOCK, _INLINE, _MAX_STATIC_TAG_ID, _SKIP, _TEXT_ID, _component, block_links
+from ..params import PageLevelParams, SegmentParams
+from .isotonic import isotonic_tree
 
 # Class/id words that mark template regions, and words that mark the main content.
 TEMPLATE_WORDS = frozenset(
@@ -168,7 +168,7 @@ def _hints(pair: tuple[str, str]) -> int:
 
 @lru_cache(maxsize=16)
 def _walk_kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int, int]]:
-    """A cache tag_id -> (name, kind, inherited flag bits), as worker.engine.page.guards keeps one."""
+    """A cache tag_id -> (name, kind, inherited flag bits), as detemplate.engine.page.guards keeps one."""
     return {}
 
 
@@ -176,7 +176,7 @@ def _walk_kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[i
 class PageTree:
     """A page's blocks (as `segment_tree` cuts them) and its block tree with raw cues.
 
-    blocks: the text-bearing blocks, exactly those of `worker.engine.page.guards.segment_tree`.
+    blocks: the text-bearing blocks, exactly those of `detemplate.engine.page.guards.segment_tree`.
     node_of_block: for each of `blocks`, its node in the tree below.
     The per-node lists describe every layout element that has children (node 0 is the
     page root), text-less ones included:
@@ -217,7 +217,7 @@ def walk(
 ) -> PageTree:
     """One pass over the parsed page: the blocks of `segment_tree` plus the block tree and cues.
 
-    The compiled walk (worker.engine.page.compiled) when it is available, else `walk_python`: the
+    The compiled walk (detemplate.engine.page.compiled) when it is available, else `walk_python`: the
     same result either way (tests/test_fastwalk.py).
     """
     if text_nodes is None and params.path_mode == "tag":
@@ -235,7 +235,7 @@ def walk_python(
 ) -> PageTree:
     """The walk in Python, over selectolax's nodes: the reference for the compiled one.
 
-    The walk is `worker.engine.page.guards.segment_tree`'s, step for step (same tags, paths, keys,
+    The walk is `detemplate.engine.page.guards.segment_tree`'s, step for step (same tags, paths, keys,
     limits and errors), with the cues collected on the way; tests/test_pagelevel.py
     checks that both cut the same blocks.
     """
@@ -810,7 +810,7 @@ def load_model(path: str = "") -> PageLevelModel:
     """The model in the file `path`, or the one shipped in worker/data/pagelevel.json (cached)."""
     try:
         if not path:
-            shipped = resources.files("worker").joinpath("engine/detectors/data/pagelevel.json")
+            shipped = resources.files("detemplate.engine.detectors").joinpath("data/pagelevel.json")
             text = shipped.read_text(encoding="utf-8")
         else:
             text = Path(path).read_text(encoding="utf-8")

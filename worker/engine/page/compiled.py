@@ -1,6 +1,6 @@
 """The compiled page walk (worker/_walk.pyx), used when it is built and agrees with Python's.
 
-`worker.engine.detectors.pagelevel.walk` (and `worker.engine.page.guards.segment_tree`, its table-only
+`detemplate.engine.detectors.pagelevel.walk` (and `detemplate.engine.page.guards.segment_tree`, its table-only
 subset) are the reference: written in Python over selectolax's node objects, they cost
 about 1 us per element, more than the parse. The compiled walk does the same steps over
 lexbor's tree through lexbor's exported functions. It is used only when
@@ -57,7 +57,7 @@ def _load() -> tuple[Any, str]:
     if os.environ.get("DETEMPLATE_PURE_PYTHON"):
         return None, "DETEMPLATE_PURE_PYTHON is set"
     try:
-        from worker.engine.page import _walk  # type: ignore[attr-defined]  # the optional extension
+        from . import _walk  # type: ignore[attr-defined]  # the optional extension
     except ImportError as exc:
         return None, f"the extension is not built ({exc})"
     if getattr(_walk, "ABI", None) != ABI:
@@ -86,9 +86,9 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
         return None
     from xxhash import xxh3_64_intdigest
 
-    from worker.engine.detectors import pagelevel
-    from worker.engine.errors import BadInputError
-    from worker.engine.model import Block, Segment
+    from ..detectors import pagelevel
+    from ..errors import BadInputError
+    from ..model import Block, Segment
 
     try:
         fast = _MODULE.Walker(
@@ -108,9 +108,9 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
 
 def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> str:
     """Empty if the compiled walk gives the Python walk's result on the probe page, else why not."""
-    from worker.engine.detectors import pagelevel
-    from worker.engine.page.guards import segment_tree
-    from worker.engine.params import SegmentParams
+    from ..detectors import pagelevel
+    from ..params import SegmentParams
+    from .guards import segment_tree
 
     params = SegmentParams(block_tags=block_tags, skip_tags=skip_tags)
     tree = LexborHTMLParser(PROBE_PAGE)

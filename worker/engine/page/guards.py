@@ -1,8 +1,8 @@
 """HTML -> layout blocks -> text segments, with selectolax's lexbor parser directly.
 
 This is the hot path: one walk over the lexbor tree, no intermediate DOM; compiled
-(worker/_walk.pyx, via worker.engine.page.compiled) or, as its reference and fallback,
-`worker.engine.detectors.pagelevel.walk_python`.
+(worker/_walk.pyx, via detemplate.engine.page.compiled) or, as its reference and fallback,
+`detemplate.engine.detectors.pagelevel.walk_python`.
 
 A page is cut into blocks at layout elements (`SegmentParams.block_tags`); each block
 holds the text segments directly under it, that is the visible text nodes whose
@@ -21,11 +21,11 @@ import re
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
-from worker.engine.errors import BadInputError
-from worker.engine.model import Block
-from worker.engine.page import compiled as fastwalk
-from worker.engine.page.compiled import walker
-from worker.engine.params import SegmentParams
+from ..errors import BadInputError
+from ..model import Block
+from ..params import SegmentParams
+from . import compiled as fastwalk
+from .compiled import walker
 
 _TEXT = "-text"
 
@@ -171,13 +171,13 @@ def segment_tree(
         return []
     if text_nodes is None and params.path_mode == "tag":
         fast = walker(params.block_tags, params.skip_tags)
-        if fast is not None:  # the compiled walk (worker.engine.page.compiled): the same blocks
+        if fast is not None:  # the compiled walk (detemplate.engine.page.compiled): the same blocks
             fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False)
             return fast_blocks
     # The Python form of the walk is the page-level model's (same blocks, keys and
     # limits; tests/test_pagelevel.py and tests/test_fastwalk.py hold them equal): one
     # walk to keep, not two. It runs for --html, the class path modes, or no extension.
-    from worker.engine.detectors.pagelevel import walk_python
+    from ..detectors.pagelevel import walk_python
 
     return walk_python(tree, params, text_nodes).blocks
 
