@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: setup demo test lint bench clean
 
-$(STAMP): pyproject.toml setup.py worker/engine/page/_walk.pyx
+$(STAMP): pyproject.toml setup.py worker/engine/page/_walk.pyx worker/engine/page/abi.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[stream,broker,report,dev]'

@@ -7,8 +7,17 @@ without it and the Python walk runs (same results, slower; `detemplate bench` sa
 walk ran).
 """
 
+import re
+from pathlib import Path
+
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
+
+# The compiled walk's ABI is written once, in worker/engine/page/abi.py; the extension gets
+# it as a C macro, so a build always says which source it was made from.
+ABI_FILE = "worker/engine/page/abi.py"
+ABI = re.search(r"^ABI = (\d+)$", (Path(__file__).parent / ABI_FILE).read_text(encoding="utf-8"), re.M)
+assert ABI is not None, f"no ABI in {ABI_FILE}"
 
 PACKAGES = ["detemplate" + name[len("worker") :] for name in find_packages(include=["worker", "worker.*"])]
 
@@ -16,6 +25,8 @@ extensions = [
     Extension(
         "detemplate.engine.page._walk",
         ["worker/engine/page/_walk.pyx"],
+        depends=[ABI_FILE],
+        define_macros=[("DETEMPLATE_WALK_ABI", ABI.group(1))],
         optional=True,
         extra_compile_args=["-O3"],
     )

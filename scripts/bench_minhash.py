@@ -14,7 +14,7 @@ sys.path.append(
 import datasketch
 import numpy as np
 from detemplate.engine.detectors.clusters import MinHasher, jaccard_estimate, page_paths
-from detemplate.engine.page.guards import parse, segment_tree
+from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import SegmentParams
 from detemplate.tools.evaluate import load_corpus
 

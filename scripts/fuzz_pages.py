@@ -23,11 +23,10 @@ import atheris
 
 with atheris.instrument_imports():
     import numpy as np
-    from detemplate.engine.detectors import pagelevel
+    from detemplate.engine.detectors.pagelevel import features
     from detemplate.engine.errors import BadInputError
     from detemplate.engine.model import DeadPage, RawPage
-    from detemplate.engine.page import compiled as fastwalk
-    from detemplate.engine.page.guards import segment_tree
+    from detemplate.engine.page import PageTree, compiled, segment_tree, walk_python
     from detemplate.engine.params import EngineParams
     from detemplate.engine.pipeline import decide
     from detemplate.engine.table import HostTable
@@ -37,7 +36,7 @@ with atheris.instrument_imports():
 
 PARAMS = EngineParams()
 SP = PARAMS.segment
-FAST = fastwalk.walker(SP.block_tags, SP.skip_tags)
+FAST = compiled.walker(SP.block_tags, SP.skip_tags)
 CHARSETS = [None, "utf-8", "latin-1", "cp1252", "utf-16", "shift_jis", "gb18030", "koi8-r", "nonsense"]
 REASONS = {
     "empty", "not_html", "too_large", "too_deep", "too_many_nodes", "bad_json", "bad_record", "undecodable",
@@ -55,19 +54,19 @@ def check_walks(html: str) -> None:
     if root is None:
         return
     try:
-        fast = pagelevel.PageTree(*FAST.walk(root.mem_id, SP.max_depth, SP.max_nodes, True))
+        fast = PageTree(*FAST.walk(root.mem_id, SP.max_depth, SP.max_nodes, True))
     except BadInputError as exc:
         fast_error = (exc.reason, exc.detail)
     else:
         fast_error = None
     try:
-        slow = pagelevel.walk_python(tree, SP)
+        slow = walk_python(tree, SP)
     except BadInputError as exc:
         assert fast_error == (exc.reason, exc.detail), (fast_error, exc)
         return
     assert fast_error is None, fast_error
     assert replace(fast, stats=None, columns=None) == slow
-    assert np.array_equal(pagelevel.features(fast), pagelevel.features(slow))
+    assert np.array_equal(features(fast), features(slow))
     assert FAST.walk(root.mem_id, SP.max_depth, SP.max_nodes, False) == segment_tree(tree, SP, [])
 
 
@@ -105,7 +104,7 @@ def one(data: bytes) -> None:
 
 def report() -> None:
     total = sum(seen.values())
-    print(f"\nfuzz: {total:,} inputs decided; page walk {fastwalk.status()}", file=sys.stderr)
+    print(f"\nfuzz: {total:,} inputs decided; page walk {compiled.status()}", file=sys.stderr)
     for reason, count in seen.most_common():
         print(f"  {reason:<20} {count:>9,}", file=sys.stderr)
 

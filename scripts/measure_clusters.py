@@ -32,7 +32,7 @@ from detemplate.engine.detectors.clusters import (
 )
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import CONTENT
-from detemplate.engine.page.guards import parse, segment_tree
+from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import EngineParams, SegmentParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable

@@ -30,11 +30,12 @@ from detemplate.engine.detectors.clusters import (
     support,
 )
 from detemplate.engine.errors import ConfigError, StateError
+from detemplate.engine.keys import is_tagged_key
 from detemplate.engine.model import Outcome
-from detemplate.engine.page.guards import segment_html
+from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import ClusterParams, EngineParams, SegmentParams
 from detemplate.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
-from detemplate.engine.table import HostTable, is_tagged_key
+from detemplate.engine.table import HostTable
 from detemplate.io.codec import encode_clean
 from detemplate.state.memory import MemoryStore
 from hypothesis import given, settings
@@ -60,7 +61,7 @@ def mixed_host(n: int = 24) -> tuple[list[SitePage], list[str]]:
 
 def features(pages: list[SitePage], kind: str = "both", path_mode: str = "tag") -> list[frozenset[int]]:
     sp = SegmentParams(path_mode=path_mode)
-    return [page_paths(segment_html(p.page.html, sp)[1], kind) for p in pages]
+    return [page_paths(segment_tree(parse(p.page.html, sp), sp), kind) for p in pages]
 
 
 def purity(labels: tuple[int, ...] | list[int], truth: list[str]) -> float:
@@ -75,7 +76,7 @@ def purity(labels: tuple[int, ...] | list[int], truth: list[str]) -> float:
 
 def test_page_paths_kinds() -> None:
     pages, _ = mixed_host(2)
-    blocks = segment_html(pages[0].page.html, SegmentParams())[1]
+    blocks = segment_tree(parse(pages[0].page.html, SegmentParams()), SegmentParams())
     only_blocks = page_paths(blocks, "blocks")
     only_segs = page_paths(blocks, "segments")
     both = page_paths(blocks, "both")
@@ -260,7 +261,7 @@ def test_lsh_candidate_pairs_contain_the_truly_similar_pairs() -> None:
 def stream(pages: list[SitePage], params: ClusterParams) -> tuple[HostClusters, list[int]]:
     hc = HostClusters(params)
     sp = SegmentParams(path_mode="tag_class")
-    cids = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], params.features)).cid for p in pages]
+    cids = [hc.assign(page_paths(segment_tree(parse(p.page.html, sp), sp), params.features)).cid for p in pages]
     return hc, cids
 
 
@@ -279,7 +280,7 @@ def test_stream_assigner_reports_new_clusters() -> None:
     pages, _ = mixed_host(4)
     hc = HostClusters(ClusterParams())
     sp = SegmentParams(path_mode="tag_class")
-    news = [hc.assign(page_paths(segment_html(p.page.html, sp)[1], "blocks")).new for p in pages]
+    news = [hc.assign(page_paths(segment_tree(parse(p.page.html, sp), sp), "blocks")).new for p in pages]
     assert news == [True, True, False, False, False, False, False, False]
 
 

@@ -1,4 +1,4 @@
-"""The compiled page walk (worker/_walk.pyx) gives exactly the Python walk's result.
+"""The compiled page walk (engine/page/_walk.pyx) gives exactly the Python walk's result.
 
 Both walks run on the same parsed pages: generated sites, hostile markup from
 hypothesis, and the pathological shapes the limits are for. Where the extension is not
@@ -15,10 +15,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors import pagelevel
+from detemplate.engine.detectors.pagelevel import features
 from detemplate.engine.errors import BadInputError
-from detemplate.engine.page import compiled as fastwalk
-from detemplate.engine.page.guards import segment_tree
+from detemplate.engine.page import compiled, segment_tree, walk, walk_python
+from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import SegmentParams
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
@@ -26,8 +26,8 @@ from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 PARAMS = SegmentParams()
-FAST = fastwalk.walker(PARAMS.block_tags, PARAMS.skip_tags)
-needs_fast = pytest.mark.skipif(FAST is None, reason=f"the compiled walk is not in use: {fastwalk.status()}")
+FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
+needs_fast = pytest.mark.skipif(FAST is None, reason=f"the compiled walk is not in use: {compiled.status()}")
 
 TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg"]
 
@@ -41,20 +41,20 @@ def _outcome(fn):  # type: ignore[no-untyped-def]
 
 def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
     tree = LexborHTMLParser(html)
-    fast = fastwalk.walker(params.block_tags, params.skip_tags)
+    fast = compiled.walker(params.block_tags, params.skip_tags)
     assert fast is not None
     root = tree.root
     assert root is not None
-    got_tree = _outcome(lambda: pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)))
-    expected_tree = _outcome(lambda: pagelevel.walk_python(tree, params))
-    if isinstance(got_tree, pagelevel.PageTree):
-        assert isinstance(expected_tree, pagelevel.PageTree)
+    got_tree = _outcome(lambda: PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)))
+    expected_tree = _outcome(lambda: walk_python(tree, params))
+    if isinstance(got_tree, PageTree):
+        assert isinstance(expected_tree, PageTree)
         assert replace(got_tree, stats=None, columns=None) == expected_tree
-        assert np.array_equal(pagelevel.node_columns(got_tree), pagelevel.node_columns(expected_tree))
+        assert np.array_equal(node_columns(got_tree), node_columns(expected_tree))
         # The text statistics (counted by the compiled walk, by _TextStats in Python) and
         # so every feature are the same.
-        assert np.array_equal(pagelevel.text_stats(got_tree), pagelevel.text_stats(expected_tree))
-        assert np.array_equal(pagelevel.features(got_tree), pagelevel.features(expected_tree))
+        assert np.array_equal(text_stats(got_tree), text_stats(expected_tree))
+        assert np.array_equal(features(got_tree), features(expected_tree))
     else:
         assert got_tree == expected_tree
     got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
@@ -74,11 +74,11 @@ def test_the_walks_agree_on_generated_sites() -> None:
 @needs_fast
 def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> None:
     tree = LexborHTMLParser(make_site("s.example", 1)[0].page.html)
-    fast_tree = pagelevel.walk(tree, PARAMS)
+    fast_tree = walk(tree, PARAMS)
     assert fast_tree.stats is not None
-    assert replace(fast_tree, stats=None, columns=None) == pagelevel.walk_python(tree, PARAMS)
+    assert replace(fast_tree, stats=None, columns=None) == walk_python(tree, PARAMS)
     assert segment_tree(tree, PARAMS) == segment_tree(tree, PARAMS, [])
-    assert fastwalk.status() == "compiled"
+    assert compiled.status() == "compiled"
 
 
 @needs_fast
@@ -136,7 +136,10 @@ def test_whitespace_is_what_python_splits_on() -> None:
 
 
 def test_pure_python_is_chosen_by_the_environment() -> None:
-    code = "from detemplate.engine.page import compiled; print(compiled.status())"
+    code = (
+        "from detemplate import settings; from detemplate.engine import page; "
+        "settings.use_walk(settings.load_walk()); print(page.status())"
+    )
     env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "python (DETEMPLATE_PURE_PYTHON is set)"
@@ -156,11 +159,11 @@ def test_pure_python_is_chosen_by_the_environment() -> None:
 )
 def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     from detemplate.engine.page import _walk  # type: ignore[attr-defined]
-    from detemplate.engine.page.guards import _NOT_NESTING, nesting_estimate
+    from detemplate.engine.page.guards import NOT_NESTING, nesting_estimate
 
     html = "".join(parts)
     assert _walk.count_tags(html) == html.count("<")
-    assert _walk.nesting_estimate(html, _NOT_NESTING) == nesting_estimate(html)
+    assert _walk.nesting_estimate(html, NOT_NESTING) == nesting_estimate(html)
 
 
 @needs_fast
@@ -192,5 +195,5 @@ def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], other
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     from detemplate.engine.detectors import clusters
 
-    compiled = fastwalk.module() is not None
-    assert (clusters._minhash32 is not clusters.minhash32_python) == compiled
+    is_compiled = compiled.module() is not None
+    assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled

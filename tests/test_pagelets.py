@@ -18,7 +18,7 @@ from detemplate.engine.detectors.pagelets import (
     resolve,
 )
 from detemplate.engine.model import RawPage
-from detemplate.engine.page.guards import segment_tree
+from detemplate.engine.page import segment_tree
 from detemplate.engine.params import SegmentParams
 from detemplate.tools import pagelet_cmd
 from hypothesis import given
@@ -280,9 +280,9 @@ def test_link_share_command_counts_container_links(tmp_path: Path, capsys: pytes
 
 
 def _tree(html: str) -> object:
-    from detemplate.engine.detectors import pagelevel
+    from detemplate.engine import page
 
-    return pagelevel.walk(LexborHTMLParser(html), SEG)
+    return page.walk(LexborHTMLParser(html), SEG)
 
 
 def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None:
@@ -299,7 +299,7 @@ def test_block_pagelets_follow_definition_2_like_the_element_partition() -> None
     assert count == 3 and [p.order for p in sketches] == [0, 2]
     assert [(p.first, p.end) for p in sketches] == [(0, 5), (6, 7)]
     assert [pagelet_path(tree, p) for p in sketches] == ["html/body/div/ul", "html/body/footer"]  # type: ignore[arg-type]
-    from detemplate.engine.table import is_tagged_key
+    from detemplate.engine.keys import is_tagged_key
 
     assert [len(p.keys) for p in sketches] == [4, 4]
     assert all(is_tagged_key(k) for p in sketches for k in p.keys)

@@ -11,10 +11,6 @@ import pytest
 from detemplate.cli import main
 from detemplate.engine.detectors.isotonic import is_monotone
 from detemplate.engine.detectors.pagelevel import (
-    F_IN_A,
-    F_IN_FOOTER,
-    F_IN_NAV,
-    F_THINT,
     FEATURE_NAMES,
     N_FEATURES,
     PageLevelModel,
@@ -22,11 +18,11 @@ from detemplate.engine.detectors.pagelevel import (
     features,
     load_model,
     overrule,
-    walk,
 )
 from detemplate.engine.errors import BadInputError, ConfigError
 from detemplate.engine.model import METHOD_PAGELEVEL, TEMPLATE
-from detemplate.engine.page.guards import parse, segment_tree
+from detemplate.engine.page import parse, segment_tree, walk
+from detemplate.engine.page.cues import F_IN_A, F_IN_FOOTER, F_IN_NAV, F_THINT
 from detemplate.engine.params import EngineParams, PageLevelParams, SegmentParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
@@ -256,7 +252,9 @@ def test_walk_and_decide_agree_with_table_keys() -> None:
 
 
 def test_the_class_hint_cache_keeps_no_long_attributes() -> None:
-    from detemplate.engine.detectors.pagelevel import _HINTS, _HINTS_MAX_CHARS, _hints
+    from detemplate.engine.page.cues import HINTS as _HINTS
+    from detemplate.engine.page.cues import HINTS_MAX_CHARS as _HINTS_MAX_CHARS
+    from detemplate.engine.page.cues import hints as _hints
 
     long_pair = ("nav " + "x" * 10_000, "")
     assert _hints(long_pair) & 1  # still judged: a template word

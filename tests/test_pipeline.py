@@ -301,7 +301,7 @@ def test_pagelet_keys_do_not_change_verdicts_or_template_counts() -> None:
 
 
 def test_replaying_applied_keys_with_pagelets_and_cluster_statistics_rebuilds_the_table() -> None:
-    from detemplate.engine.table import is_tagged_key
+    from detemplate.engine.keys import is_tagged_key
 
     params = dataclasses.replace(SIGNAL, clusters=dataclasses.replace(SIGNAL.clusters, statistics=True))
     pages = make_site("replay-pl.example", 40, seed=9, redesign=25)

@@ -1,4 +1,4 @@
-"""detemplate.engine.page.guards: blocks at layout tags, visible text segments only, DOM paths, stable keys, limits."""
+"""The page walk (detemplate.engine.page): blocks at layout tags, visible text only, DOM paths, stable keys, limits."""
 
 from __future__ import annotations
 
@@ -10,8 +10,18 @@ from pathlib import Path
 
 import pytest
 from detemplate.engine.errors import BadInputError
-from detemplate.engine.page.guards import segment_html, segment_key
+from detemplate.engine.keys import segment_key
+from detemplate.engine.model import Block
+from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import SegmentParams
+from selectolax.lexbor import LexborHTMLParser
+
+
+def segment_html(html: str, params: SegmentParams) -> tuple[LexborHTMLParser, list[Block]]:
+    """Parse and segment one page (the guards, then the walk)."""
+    tree = parse(html, params)
+    return tree, segment_tree(tree, params)
+
 
 # An explicit cut, so these tests do not move when the measured default block tags do.
 CUT = SegmentParams(block_tags=frozenset({"html", "body", "div", "ul", "li", "p", "footer"}), path_mode="tag")
@@ -135,7 +145,7 @@ def test_segment_key_fixed_values(path: str, text: str, expected: int) -> None:
 
 
 def test_segment_key_is_stable_across_processes() -> None:
-    code = "from detemplate.engine.page import guards; print(guards.segment_key('html/body/div/p', 'Hello, world'))"
+    code = "from detemplate.engine.keys import segment_key; print(segment_key('html/body/div/p', 'Hello, world'))"
     root = Path(__file__).resolve().parents[1]
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

@@ -292,13 +292,13 @@ def test_redesign_fires_template_changed_after_it() -> None:
 
 
 def _pagelet_key(n: int) -> int:
-    from detemplate.engine.table import TAG, TAG_BITS
+    from detemplate.engine.keys import TAG, TAG_BITS
 
     return (n << TAG_BITS) | TAG
 
 
 def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
-    from detemplate.engine.table import is_tagged_key
+    from detemplate.engine.keys import is_tagged_key
 
     params = TableParams(template_df=3, tb=2, n=2.0)
     table = HostTable(params)
@@ -328,14 +328,15 @@ def test_pagelet_keys_get_df_and_expiry_but_no_template_counts() -> None:
 def test_the_compiled_observe_keeps_the_table_as_the_python_one() -> None:
     import random
 
-    from detemplate.engine import table as table_module
+    from detemplate.engine.keys import TAG
+    from detemplate.engine.page import compiled
 
-    if table_module._OBSERVE is None:
+    if compiled.module() is None:
         pytest.skip("the compiled extension is not in use")
     rng = random.Random(7)
     params = TableParams(tb=3, n=5)
     fast, slow = HostTable(params), HostTable(params)
-    pagelet_keys = [(rng.getrandbits(44) << 20) | table_module.TAG for _ in range(30)]
+    pagelet_keys = [(rng.getrandbits(44) << 20) | TAG for _ in range(30)]
     vocabulary = [rng.getrandbits(64) for _ in range(400)] + pagelet_keys
     for page in range(600):
         # A drifting template: common keys, rare ones, and keys that come and go.

@@ -12,7 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, settings
+from .engine.errors import ConfigError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +48,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    try:
+        # The page walk is chosen once, from DETEMPLATE_PURE_PYTHON; DETEMPLATE_REQUIRE_COMPILED
+        # (the container image sets it) refuses to go on without the compiled one.
+        settings.use_walk(settings.load_walk())
+    except ConfigError as exc:
+        print(f"detemplate: {exc}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from .engine import page
 from .engine.errors import ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage
-from .engine.page import compiled as fastwalk
 from .engine.params import EngineParams, add_param_argument, with_overrides
 from .engine.pipeline import process_page
 from .io import codec
@@ -59,7 +59,7 @@ class RunSummary:
             f"template     {self.template_share:.1%} of page text removed as template",
             f"events       {sum(self.events.values()):,}"
             + (f" ({', '.join(f'{k} {v}' for k, v in sorted(self.events.items()))})" if self.events else ""),
-            f"speed        {rate:,.0f} pages/s ({self.seconds:.1f} s; page walk {fastwalk.status()})",
+            f"speed        {rate:,.0f} pages/s ({self.seconds:.1f} s; page walk {page.status()})",
         ]
         if errors:
             out.append("errors       " + ", ".join(f"{k} {v}" for k, v in self.errors.most_common()))

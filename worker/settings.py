@@ -1,5 +1,7 @@
-"""Runtime settings of the stream shell; the only module that reads the environment.
+"""Runtime settings of both shells; the only module that reads the environment.
 
+`StreamSettings`: the stream worker's (and its commands'). `WalkSettings`: which page walk
+runs, for every command (`use_walk` hands it to the engine, which reads no environment).
 Every field can come from a ``DETEMPLATE_<FIELD>`` environment variable (upper case),
 and the commands let a flag override it. Algorithm knobs are not here: they are
 `detemplate.engine.params` (the offline and stream shells must use the same ones).
@@ -14,8 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .engine import page
 from .engine.errors import ConfigError
-from .engine.params import EngineParams, with_overrides
+from .engine.params import EngineParams, SegmentParams, with_overrides
 
 ENV_PREFIX = "DETEMPLATE_"
 
@@ -320,3 +323,44 @@ def env_for(settings: StreamSettings) -> dict[str, str]:
         value = getattr(settings, f.name)
         out[ENV_PREFIX + f.name.upper()] = ("1" if value else "0") if isinstance(value, bool) else str(value)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class WalkSettings:
+    """Which page walk runs: the compiled one where it loads, or the Python one (same results).
+
+    pure_python: run the Python walk even where the compiled one loads (DETEMPLATE_PURE_PYTHON).
+    require_compiled: refuse to start when the compiled walk is not in use
+        (DETEMPLATE_REQUIRE_COMPILED; set in the container image, whose build compiles it).
+    """
+
+    pure_python: bool = False
+    require_compiled: bool = False
+
+
+def load_walk(environ: Mapping[str, str] | None = None) -> WalkSettings:
+    """WalkSettings from defaults, then ``DETEMPLATE_*`` variables."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in fields(WalkSettings):
+        text = env.get(ENV_PREFIX + f.name.upper())
+        if text is not None:
+            values[f.name] = _parse(f.type, f.name, text)
+    return WalkSettings(**values)
+
+
+def use_walk(settings: WalkSettings, segment: SegmentParams | None = None) -> str:
+    """Hand the walk settings to the engine before its first page; returns which walk runs.
+
+    With `require_compiled`, raises ConfigError unless the compiled walk runs for
+    `segment`'s tag sets (the defaults when None).
+    """
+    page.configure(settings.pure_python, f"{ENV_PREFIX}PURE_PYTHON is set")
+    if not settings.require_compiled:
+        return ""
+    segment = segment or SegmentParams()
+    page.compiled.walker(segment.block_tags, segment.skip_tags)  # the probe, so the status says the truth
+    status = page.status()
+    if status != "compiled":
+        raise ConfigError(f"{ENV_PREFIX}REQUIRE_COMPILED is set, but the page walk is {status}")
+    return status

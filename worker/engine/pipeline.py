@@ -40,7 +40,7 @@ from .model import (
     TemplateEvent,
     TemplatePagelet,
 )
-from .page.guards import parse, segment_tree
+from .page import PageTree, parse, segment_tree, walk
 from .params import ClusterParams, EngineParams
 from .table import HostTable
 
@@ -62,13 +62,13 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     use_model = plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
     scores = None
     texts: list[str] | None = None  # each block's text, when the walk has made them
-    ptree: pagelevel.PageTree | None = None
+    ptree: PageTree | None = None
     try:
         tree = parse(page.html, params.segment)
         text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
         if use_model or track:
             # pagelevel.score_page, with the block tree kept for the pagelets.
-            ptree = pagelevel.walk(tree, params.segment, text_nodes)
+            ptree = walk(tree, params.segment, text_nodes)
             blocks = ptree.blocks
             ptext = ptree.text
             texts = [ptext[i] for i in ptree.node_of_block]
@@ -266,7 +266,7 @@ def cluster_events(page: RawPage, page_no: int, a: Assignment, live: int) -> tup
 
 
 def pagelet_report(
-    ptree: pagelevel.PageTree,
+    ptree: PageTree,
     texts: list[str],
     page_pagelets: int,
     template_pagelets: list[tuple[PageletSketch, int]],

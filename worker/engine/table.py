@@ -8,7 +8,7 @@ shrinkage (segments not seen for t(df) pages are dropped, t logistic in df).
 
 The table also holds tagged keys, in the same key space: the host's pagelet keys
 (detemplate.engine.detectors.pagelets) and, with clusters.statistics, each segment key counted again
-under the page's template cluster (detemplate.engine.pipeline.cluster_keys). They are 64-bit values
+under the page's template cluster (detectors/clusters.py cluster_keys). They are 64-bit values
 whose low TAG_BITS bits are TAG, so they share the DF, the expiry, the serialisation and
 the stream's per-page deltas, while `template_count` and the template events count
 segment keys only. (A segment key ends in the tag with odds of 2^-20; such a key would
@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import StateError
-from .page import compiled as fastwalk
+from .keys import TAG, TAG_MASK
+from .page import compiled
 from .params import EventParams, TableParams
 
 # On disk and on the wire (RocksDB values, changelog snapshots):
@@ -49,19 +50,6 @@ _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
 CLUSTERS_MAGIC = b"DTC1"  # the cluster section: detemplate.engine.detectors.clusters.HostClusters.to_bytes
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
-
-# Tagged keys (pagelet and cluster keys): the low 20 bits are this tag (segment keys are
-# plain XXH3 values).
-TAG_BITS = 20
-TAG_MASK = (1 << TAG_BITS) - 1
-TAG = 0x9E1A5
-_COMPILED = fastwalk.module()
-_OBSERVE = None if _COMPILED is None else _COMPILED.observe
-
-
-def is_tagged_key(key: int) -> bool:
-    return key & TAG_MASK == TAG
-
 
 class HostTable:
     """One host's segment table. Not thread-safe; one owner at a time."""
@@ -112,13 +100,14 @@ class HostTable:
         """Add one page's distinct segment keys; return each key's DF including this page.
 
         Expands the table with the page, then shrinks it by the keys that expire now.
-        The loop is compiled (worker/_walk.pyx `observe`) when the extension is in use,
+        The loop is compiled (page/_walk.pyx `observe`) when the extension is in use,
         else `observe_python` runs it: the same steps on the same dicts.
         """
-        if _OBSERVE is None:
+        mod = compiled.module()
+        if mod is None:
             return self.observe_python(keys)
         self.pages = page = self.pages + 1
-        dfs, added, removed = _OBSERVE(
+        dfs, added, removed = mod.observe(
             self._entries, self._wheel, self._life, page, keys, self.params.template_df,
             _DF_SHIFT, TAG_MASK, TAG,
         )

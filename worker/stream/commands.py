@@ -12,8 +12,8 @@ import sys
 from typing import Any
 
 from .. import settings as settings_mod
+from ..engine import page
 from ..engine.errors import DetemplateError
-from ..engine.page import compiled as fastwalk
 from ..engine.params import add_param_argument
 
 logger = logging.getLogger(__name__)
@@ -154,9 +154,9 @@ def _worker(args: argparse.Namespace) -> int:
     if settings.metrics_port >= 0:
         logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
     segment = logic.params.segment
-    fastwalk.walker(segment.block_tags, segment.skip_tags)  # checked now, so the line below says the truth
+    page.compiled.walker(segment.block_tags, segment.skip_tags)  # checked now, so the line below says the truth
     logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
-                settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, fastwalk.status())
+                settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
     worker.execute_from_commandline()  # returns only via sys.exit
     return 0

@@ -38,7 +38,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from ..engine.errors import ConfigError
 from ..engine.model import RawPage
-from ..engine.page import compiled as fastwalk
+from ..engine.page import status as walk_status
 from ..engine.params import EngineParams, add_param_argument, with_overrides
 from ..engine.pipeline import process_page
 from ..state import MemoryStore
@@ -434,7 +434,7 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.json:
         doc = {
-            "page_walk": fastwalk.status(),
+            "page_walk": walk_status(),
             "speed": [r.as_dict() for r in rows],
             "state": [s.as_dict() for s in states],
             "rocks": [
@@ -452,7 +452,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=1))
         return 0
 
-    print(f"Speed, one thread, pages preloaded (shared machine: figures are noisy); page walk: {fastwalk.status()}")
+    print(f"Speed, one thread, pages preloaded (shared machine: figures are noisy); page walk: {walk_status()}")
     print("detector = process_page over a MemoryStore in stream order; floor = lexbor parse + walk of every text node")
     print(format_speed(rows))
     print()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..engine.errors import ConfigError, DetemplateError, StateError
 from ..engine.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
-from ..engine.page.guards import segment_html
+from ..engine.page import parse, segment_tree
 from ..engine.params import EngineParams, add_param_argument, with_overrides
 from ..engine.pipeline import decide
 from ..engine.table import HostTable
@@ -126,7 +126,7 @@ def build_view(
     segments: list[tuple[SegmentView, ...]] = []
     threshold = params.table.threshold(work.pages)
     if outcome.clean is not None:
-        _, blocks = segment_html(page.html, params.segment)
+        blocks = segment_tree(parse(page.html, params.segment), params.segment)
         assert [b.path for b in blocks] == [v.path for v in outcome.clean.blocks]  # the same segmentation
         # Segments are template by the table only once it has seen `threshold` pages
         # (before, decide calls the page cold, whatever decided its blocks then).

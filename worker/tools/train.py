@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..engine.detectors.pagelevel import FEATURE_NAMES, PageLevelModel, PageTree, features, walk
+from ..engine.detectors.pagelevel import FEATURE_NAMES, PageLevelModel, features
 from ..engine.errors import BadInputError
 from ..engine.model import RawPage
-from ..engine.page.guards import parse
+from ..engine.page import PageTree, parse, walk
 from ..engine.params import SegmentParams
 
 log = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -56,7 +56,7 @@ from xxhash import xxh3_64_intdigest
 from ..errors import ConfigError, StateError
 from ..keys import U64, mix64, tag
 from ..model import Block
-from ..page import compiled as fastwalk
+from ..page import compiled
 from ..params import PAGE_FEATURES, ClusterParams
 from ..table import CLUSTERS_MAGIC
 
@@ -86,7 +86,7 @@ _PATH_KEYS_MAX = 1 << 16
 
 
 def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int]:
-    """A page's set of path keys from its segmented blocks (`detemplate.engine.page.guards.segment_tree`)."""
+    """A page's set of path keys from its segmented blocks (`page.segment_tree`)."""
     if features not in FEATURES:
         raise ConfigError(f"features must be one of {FEATURES}, not {features!r}")
     keys: set[int] = set()
@@ -656,7 +656,7 @@ class HostClusters:
 
     def signature(self, keys: Iterable[int]) -> bytes:
         """The page's signature: num_perm u32 slots (the high halves of MinHasher's), as bytes."""
-        return _minhash32(keys, self._hasher.salts)  # type: ignore[no-any-return]
+        return kernels().minhash32(keys, self._hasher.salts)  # type: ignore[no-any-return]
 
     def get(self, cid: int) -> StreamCluster | None:
         for c in self.clusters:
@@ -688,13 +688,15 @@ class HostClusters:
         p = self.params
         dropped = self._tick()
         sig = self.signature(keys)
-        bands = _bands32(sig, p.bands, _BAND_MULT, _BAND_SALT)
+        k = kernels()
+        bands = k.bands32(sig, p.bands, _BAND_MULT, _BAND_SALT)
+        agree = k.agree32
         best: StreamCluster | None = None
         best_sim = -1.0
         for c in self.clusters:
             if c.bands.isdisjoint(bands):  # shares no LSH band with the page
                 continue
-            sim = _agree32(c.signature, sig) / p.num_perm
+            sim = agree(c.signature, sig) / p.num_perm
             if sim > best_sim:  # ties: the older cluster (lower cid, listed first) wins
                 best, best_sim = c, sim
         if best is not None and best_sim >= p.threshold:
@@ -720,13 +722,13 @@ class HostClusters:
         if c is None:
             if sig is None or cid != self.next_id:
                 raise StateError(f"cluster delta opens cluster {cid}, the host's next is {self.next_id}")
-            self._open(sig, _bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT), dropped)
+            self._open(sig, kernels().bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT), dropped)
             return
         c.pages += 1
         c.last_seen = self.clock
         if sig is not None:
             c.signature = sig
-            c.bands = _bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT)
+            c.bands = kernels().bands32(sig, self.params.bands, _BAND_MULT, _BAND_SALT)
 
     def to_bytes(self) -> bytes:
         p = self.params
@@ -757,7 +759,7 @@ class HostClusters:
             off += _ENTRY.size
             sig = bytes(data[off : off + width])
             off += width
-            bands = _bands32(sig, params.bands, _BAND_MULT, _BAND_SALT)
+            bands = kernels().bands32(sig, params.bands, _BAND_MULT, _BAND_SALT)
             self.clusters.append(StreamCluster(cid, sig, pages, last, bands))
         return self
 
@@ -827,11 +829,19 @@ _BAND_MULT = (
 _BAND_SALT = (_BAND_RNG.integers(0, 2**63, size=1024, dtype=np.int64).astype(U64) * U64(2)).astype("<u8").tobytes()
 
 
-def _compiled() -> tuple[Any, Any, Any]:
+class Kernels(NamedTuple):
+    """The per-page loops of the clusters: compiled, or numpy's (the reference)."""
+
+    minhash32: Any
+    bands32: Any
+    agree32: Any
+
+
+def _compiled() -> Kernels:
     """The compiled signature, band and agreement functions when they give the numpy
     ones' results on a probe, else the numpy ones."""
-    python = (minhash32_python, bands32_python, agree32_python)
-    mod = fastwalk.module()
+    python = Kernels(minhash32_python, bands32_python, agree32_python)
+    mod = compiled.module()
     if mod is None or not hasattr(mod, "minhash32"):
         return python
     rng = np.random.default_rng(7)
@@ -848,7 +858,15 @@ def _compiled() -> tuple[Any, Any, Any]:
         )
     except Exception:  # a build that does not fit this source
         same = False
-    return (mod.minhash32, mod.bands32, mod.agree32) if same else python
+    return Kernels(mod.minhash32, mod.bands32, mod.agree32) if same else python
 
 
-_minhash32, _bands32, _agree32 = _compiled()
+_kernels: Kernels | None = None
+
+
+def kernels() -> Kernels:
+    """The signature, band and agreement functions, chosen on first use with the page walk."""
+    global _kernels
+    if _kernels is None:
+        _kernels = _compiled()
+    return _kernels

@@ -30,7 +30,7 @@ it (the keys `detemplate.engine.page.guards` gives them).
 In the stream (detemplate.engine.pipeline), pagelets are cut from the block tree the page-level walk
 already built (`block_pagelets`, no second walk) and fingerprinted by a min-hash of their
 sets of segment keys (`page_sketches`); the min-hash values are keys of the host's own
-segment table, tagged (detemplate.engine.table.TAG), so they get the same DF and expiry.
+segment table, tagged (engine/keys.py TAG), so they get the same DF and expiry.
 """
 
 from __future__ import annotations
@@ -50,13 +50,14 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from xxhash import xxh3_64_intdigest
 
 from ..errors import BadInputError
-from ..keys import mix64, tag
+from ..keys import mix64, segment_key, tag
 from ..model import RawPage
-from ..page.guards import _component, parse
+from ..page import parse
+from ..page.python import path_component
 from ..params import PageletParams, SegmentParams
 
 if TYPE_CHECKING:
-    from .pagelevel import PageTree
+    from ..page.tree import PageTree
 
 _TEXT_ID = 2
 _WORD = re.compile(r"\w+")
@@ -289,20 +290,20 @@ def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
                 if raw:
                     text = " ".join(raw.split())
                     if text:
-                        el.items.append((xxh3_64_intdigest(f"{el.path}\x00{text}".encode()), text))
+                        el.items.append((segment_key(el.path, text), text))
                 continue
             tag = child.tag
             if tag is None or tag[0] == "-" or tag in skip:
                 continue
             href = child.attributes.get("href") if tag == "a" else None
-            sub = _El(f"{el.path}/{tag if by_tag else _component(child, tag, mode)}", href)
+            sub = _El(f"{el.path}/{tag if by_tag else path_component(child, tag, mode)}", href)
             if child.child is not None:
                 visit(child, sub, depth + 1)
             el.items.append(sub)
             el.n_links += sub.n_links
 
     tag = root.tag or "html"
-    top = _El(tag if by_tag else _component(root, tag, mode), None)
+    top = _El(tag if by_tag else path_component(root, tag, mode), None)
     visit(root, top, 1)
     return top
 

@@ -1,14 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""The page walk of worker.engine.page.guards / worker.engine.detectors.pagelevel, compiled.
+"""The page walk, compiled; with the engine's other per-page loops (the input guards' tag
+scans, the table's update, the clusters' signatures).
 
-Same walk, step for step, as `worker.engine.detectors.pagelevel.walk` (which is the reference and
-the fallback): the same blocks, segment keys, cues, limits and errors. It reads
+Same walk, step for step, as page/python.py's `walk_python` (which is the reference and
+the fallback): the same blocks, segment keys (keys.segment_key's bytes: path, NUL, text),
+cues, limits and errors. It reads
 lexbor's tree through lexbor's own exported functions, the ones selectolax's extension
 module is linked with (`lxb_dom_node_first_child_noi`, `lxb_dom_element_qualified_name`,
 ...), looked up with dlsym in that already loaded module: no lexbor headers and no
 struct layouts are compiled in. The one field read directly is a text node's character
 data (a `lexbor_str_t` right after the node header), whose offset is found and
-checked at start-up on a probe page (`init`); worker.engine.page.compiled then compares this walk
+checked at start-up on a probe page (`init`); page/compiled.py then compares this walk
 with the Python one on a probe page and uses it only if they agree.
 """
 
@@ -25,9 +27,18 @@ from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
 
 
-# worker.engine.page.compiled uses this module only if it was built from the source it expects:
-# bump on every change of this file's Python interface.
-ABI = 6
+# page/compiled.py uses this module only if it was built from the source it expects. The
+# number is page/abi.py's ABI, which setup.py compiles in: bump it there on every change
+# of this file's Python interface.
+cdef extern from *:
+    """
+    #ifndef DETEMPLATE_WALK_ABI
+    #error "build with setup.py: it defines DETEMPLATE_WALK_ABI from worker/engine/page/abi.py"
+    #endif
+    """
+    int DETEMPLATE_WALK_ABI
+
+ABI = DETEMPLATE_WALK_ABI
 
 
 cdef extern from "dlfcn.h" nogil:
@@ -73,10 +84,10 @@ cdef enum:
     INLINE = 0
     BLOCK = 1
     SKIP = 2
-    F_IN_A = 4096  # worker.engine.detectors.pagelevel.F_IN_A
+    F_IN_A = 4096  # page/cues.py F_IN_A
     N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
-    # Character classes of worker.engine.detectors.pagelevel (_SPACE ... _BOUNDARY) and the text
-    # statistics columns the walk returns (pagelevel.TEXT_COLUMNS, in this order).
+    # Character classes of page/cues.py (C_SPACE ... C_BOUNDARY) and the text
+    # statistics columns the walk returns (page/tree.py TEXT_COLUMNS, in this order).
     C_SPACE = 1
     C_PUNCT = 2
     C_SENT = 4
@@ -284,13 +295,13 @@ cdef class Walker:
     cdef object hints
     cdef dict hints_cache
     cdef list cached  # tag id -> _Tag or None
-    cdef bytes lut  # character class of each code point below LUT_SIZE (pagelevel._LUT)
+    cdef bytes lut  # character class of each code point below LUT_SIZE (cues.LUT)
     cdef frozenset closers  # code points that end a sentence
     cdef frozenset stopwords
     cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
     cdef Py_ssize_t n_stop_ascii
     cdef tuple copyright_marks
-    cdef dict tag_groups  # tag name -> its column among the tag features (pagelevel._TAG_INDEX)
+    cdef dict tag_groups  # tag name -> its column among the tag features (cues.TAG_INDEX)
     cdef Py_ssize_t other_group
 
     # One walk's state.
@@ -532,13 +543,13 @@ cdef class Walker:
     def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues):
         """Walk the tree under the element at address `root` (a selectolax node's mem_id).
 
-        With `cues`, returns the fields of a `worker.engine.detectors.pagelevel.PageTree` as a tuple
+        With `cues`, returns the fields of a `page.tree.PageTree` as a tuple
         (blocks, node_of_block, parent, tag, depth, start, chars, achars, segs, links,
         flags, text, end); without, only the blocks (what `segment_tree` returns), and the
         class/id hints are not read.
         """
         if _text_offset < 0:
-            raise RuntimeError("worker.engine.page._walk.init() has not succeeded")
+            raise RuntimeError("detemplate.engine.page._walk.init() has not succeeded")
         cdef void *node = <void *><uintptr_t>root
         cdef _Tag info = self._tag(node, _tag_id(node))
         name = info.name if info is not None and info.name else "html"
@@ -572,7 +583,7 @@ cdef class Walker:
 
     cdef object _finish(self):
         """The blocks with text, numbered in document order, each with its links (see
-        `worker.engine.page.guards.block_links`), and with `cues` the rest of the PageTree."""
+        `page.tree.block_links`), and with `cues` the rest of the PageTree."""
         cdef list segments = self.segments
         cdef list parent = self.parent
         cdef Py_ssize_t n = len(segments), i, p, o, k = 0
@@ -619,7 +630,7 @@ cdef class Walker:
             if segments[i]:
                 self._text_stats(<list>segments[i], <str>texts[i], stats.data.as_doubles + i * N_STATS)
         seg_counts = [len(<list>segs) for segs in segments]
-        # The numeric columns as one array (pagelevel.NODE_COLUMNS), so numpy need not
+        # The numeric columns as one array (page/tree.py NODE_COLUMNS), so numpy need not
         # convert ten lists of Python ints.
         cdef array.array columns = array.clone(_DOUBLES, n * N_COLUMNS, zero=False)
         cdef double *row
@@ -641,7 +652,7 @@ cdef class Walker:
                 texts, ends, stats, columns)
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
-        """pagelevel._TextStats for one node's direct text (its segments joined by spaces).
+        """cues.TextStats for one node's direct text (its segments joined by spaces).
 
         out: spaces, punctuation, sentence ends, digits, capitals starting a word, pipes,
         commas, ends with a closer, holds a copyright mark, stopwords.
@@ -784,7 +795,7 @@ cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept nogil:
 
 
 def nesting_estimate(str html, frozenset not_nesting):
-    """worker.engine.page.guards.nesting_estimate: the deepest nesting the tags open (same result)."""
+    """page/guards.py nesting_estimate: the deepest nesting the tags open (same result)."""
     cdef int kind = PyUnicode_KIND(html)
     cdef void *data = PyUnicode_DATA(html)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(html), i = 0, j, depth = 0, deepest = 0, m, k
@@ -847,7 +858,7 @@ def nesting_estimate(str html, frozenset not_nesting):
 
 def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t threshold,
             int df_shift, unsigned long long tag_mask, unsigned long long tag):
-    """worker.engine.table.HostTable.observe's work, step for step, on the table's own dicts.
+    """engine/table.py HostTable.observe's work, step for step, on the table's own dicts.
 
     entries: key -> (df << df_shift) | last page; wheel: page -> keys to look at then;
     life[df]: pages a key of that DF lives unseen (the last entry for higher DFs).
@@ -900,7 +911,7 @@ def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t th
 
 
 # -- template clusters: MinHash signatures, LSH bands, agreement ---------------------------
-# worker.engine.detectors.clusters computes the same with numpy (its *_python functions, the
+# detectors/clusters.py computes the same with numpy (its *_python functions, the
 # reference); these save the ~25 small numpy calls a page otherwise costs.
 
 cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:

@@ -1,35 +1,42 @@
-"""The compiled page walk (worker/_walk.pyx), used when it is built and agrees with Python's.
+"""The compiled page walk (page/_walk.pyx): loaded, checked against the Python walk, chosen once.
 
-`detemplate.engine.detectors.pagelevel.walk` (and `detemplate.engine.page.guards.segment_tree`, its table-only
-subset) are the reference: written in Python over selectolax's node objects, they cost
-about 1 us per element, more than the parse. The compiled walk does the same steps over
-lexbor's tree through lexbor's exported functions. It is used only when
+`page.python.walk_python` is the reference: written in Python over selectolax's node
+objects, it costs about 1 us per element, more than the parse. The compiled walk does the
+same steps over lexbor's tree through lexbor's exported functions. It runs only when
 
-- the extension was built (it is optional: no compiler, no extension),
-- DETEMPLATE_PURE_PYTHON is not set,
+- the extension was built (it is optional: no compiler, no extension) from the source
+  this module expects (`abi.ABI`),
+- the shell did not ask for the Python walk (`configure`; the settings pass
+  DETEMPLATE_PURE_PYTHON in),
 - lexbor's functions and the text layout were found (`_walk.init`), and
 - on a probe page that exercises every branch of the walk, it gives exactly the Python
-  walk's result.
+  walk's result (per pair of tag sets, when `walker` first builds one).
 
-Otherwise the Python walk runs, with the same results. `status()` says which and why;
-`detemplate bench` prints it. Only the default path form ("tag") and walks that do not
-need selectolax node objects back (`--html`) are compiled.
+Otherwise the Python walk runs, with the same results. The choice is made once, at first
+use (not at import): `module()` makes it, `status()` says which walk runs and why.
+The extension also holds the engine's other compiled loops (the table's per-page update,
+the tag scans of the input guards, the clusters' signatures); they are used exactly when
+the module is. Only the default path form ("tag") and walks that do not need selectolax
+node objects back (`--html`) are compiled.
 """
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 from selectolax.lexbor import LexborHTMLParser
+from xxhash import xxh3_64_intdigest
 
-logger = logging.getLogger(__name__)
-
-ABI = 6  # worker/_walk.pyx's ABI this module is written for
+from ..errors import BadInputError, ConfigError
+from ..model import Block, Segment
+from ..params import SegmentParams
+from . import cues
+from .abi import ABI
+from .python import walk_python
+from .tree import PageTree, node_columns, text_stats
 
 _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 
@@ -51,11 +58,29 @@ PROBE_PAGE = """<!DOCTYPE html><html><head><title>t</title><style>p{}</style></h
 <footer class="site-footer">\u00a9 2026 <a href="/legal">Legal</a></footer><p>""" + _PROBE_TEXT + """</p>
 </body></html>"""
 
+# The choice: asked for by `configure`, made by `module()` on first use.
+_pure_python = ""  # why the Python walk must run ("": the compiled one where it loads)
+_chosen: tuple[Any, str] | None = None  # (the initialised extension or None, why not)
+_reason = ""  # why the Python walk runs after all (a walker's probe failed); "" while compiled
+
+
+def configure(pure_python: bool, reason: str = "the Python walk was asked for") -> None:
+    """Ask for the Python walk (`pure_python`, saying why) or the compiled one where it loads.
+
+    Call it before the first page: the choice is made once. Asking for the same again is
+    fine; asking for the other walk once one runs is a ConfigError.
+    """
+    global _pure_python
+    wanted = reason if pure_python else ""
+    if _chosen is not None and bool(wanted) != bool(_pure_python):
+        raise ConfigError(f"the page walk was chosen already ({status()}); configure it before the first page")
+    _pure_python = wanted
+
 
 def _load() -> tuple[Any, str]:
     """The initialised extension module, or None with the reason it is not used."""
-    if os.environ.get("DETEMPLATE_PURE_PYTHON"):
-        return None, "DETEMPLATE_PURE_PYTHON is set"
+    if _pure_python:
+        return None, _pure_python
     try:
         from . import _walk  # type: ignore[attr-defined]  # the optional extension
     except ImportError as exc:
@@ -75,66 +100,59 @@ def _load() -> tuple[Any, str]:
     return _walk, ""
 
 
-_MODULE, _REASON = _load()
+def module() -> Any:
+    """The initialised extension module, or None where the Python code runs; chosen on first call."""
+    global _chosen
+    chosen = _chosen
+    if chosen is None:
+        chosen = _chosen = _load()
+    return chosen[0]
 
 
 @lru_cache(maxsize=16)
 def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
     """The compiled walker for one pair of tag sets, or None where the Python walk must run."""
-    global _REASON
-    if _MODULE is None:
+    global _reason
+    mod = module()
+    if mod is None:
         return None
-    from xxhash import xxh3_64_intdigest
-
-    from ..detectors import pagelevel
-    from ..errors import BadInputError
-    from ..model import Block, Segment
-
     try:
-        fast = _MODULE.Walker(
-            block_tags, skip_tags, pagelevel._INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
-            pagelevel._hints, pagelevel._HINTS, pagelevel._LUT.tobytes(), frozenset(pagelevel.CLOSERS),
-            pagelevel.STOPWORDS, pagelevel._COPYRIGHT_MARKS, pagelevel._TAG_INDEX, pagelevel._N_TAGS - 1,
+        fast = mod.Walker(
+            block_tags, skip_tags, cues.INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
+            cues.hints, cues.HINTS, cues.LUT.tobytes(), frozenset(cues.CLOSERS),
+            cues.STOPWORDS, cues.COPYRIGHT_MARKS, cues.TAG_INDEX, cues.N_TAGS - 1,
         )
         disagreement = _check(fast, block_tags, skip_tags)
     except Exception as exc:  # a build that does not fit this source: the Python walk runs
         disagreement = f"it failed on the probe page: {exc!r}"
     if disagreement:
-        _REASON = disagreement
-        logger.warning("the compiled page walk is not used: %s", disagreement)
+        _reason = disagreement
         return None
     return fast
 
 
 def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> str:
     """Empty if the compiled walk gives the Python walk's result on the probe page, else why not."""
-    from ..detectors import pagelevel
-    from ..params import SegmentParams
-    from .guards import segment_tree
-
     params = SegmentParams(block_tags=block_tags, skip_tags=skip_tags)
     tree = LexborHTMLParser(PROBE_PAGE)
     root = tree.root
     if root is None:
         return "the probe page did not parse"
-    fast_tree = pagelevel.PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
-    python_tree = pagelevel.walk_python(tree, params)
+    fast_tree = PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
+    python_tree = walk_python(tree, params)
     if replace(fast_tree, stats=None, columns=None) != python_tree:
         return "its page tree differs from the Python walk's on the probe page"
-    if not np.array_equal(pagelevel.features(fast_tree), pagelevel.features(python_tree)):
+    if not np.array_equal(node_columns(fast_tree), node_columns(python_tree)):
+        return "its node columns differ from the Python ones on the probe page"
+    if not np.array_equal(text_stats(fast_tree), text_stats(python_tree)):
         return "its text statistics differ from the Python ones on the probe page"
-    if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != segment_tree(tree, params, []):
+    if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != python_tree.blocks:
         return "its blocks differ from the Python walk's on the probe page"
     return ""
 
 
-def module() -> Any:
-    """The initialised extension module (for its scanning functions), or None."""
-    return _MODULE
-
-
 def status() -> str:
-    """Which page walk runs, for logs and benchmarks."""
-    if _MODULE is None:
-        return f"python ({_REASON})"
-    return "compiled" if not _REASON else f"python ({_REASON})"
+    """Which page walk runs, for logs and benchmarks (makes the choice if it is not made yet)."""
+    if module() is None:
+        return f"python ({_chosen[1] if _chosen else ''})"
+    return "compiled" if not _reason else f"python ({_reason})"

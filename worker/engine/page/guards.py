@@ -1,38 +1,20 @@
-"""HTML -> layout blocks -> text segments, with selectolax's lexbor parser directly.
+"""The hostile-input guards: what is refused before lexbor parses a page, and the parse.
 
-This is the hot path: one walk over the lexbor tree, no intermediate DOM; compiled
-(worker/_walk.pyx, via detemplate.engine.page.compiled) or, as its reference and fallback,
-`detemplate.engine.detectors.pagelevel.walk_python`.
-
-A page is cut into blocks at layout elements (`SegmentParams.block_tags`); each block
-holds the text segments directly under it, that is the visible text nodes whose
-nearest layout ancestor it is. Tags, comments and processing instructions separate
-text nodes, so each text node is one segment (Wang et al., section 2.1). A segment's
-identity is its DOM path plus its whitespace-normalised text, hashed to 64 bits with
-XXH3 (stable across processes and machines, unlike Python's `hash`; measured 5x faster
-than BLAKE2b on segment-sized strings, and collisions are as rare: a host table holds
-thousands of keys, so a 64-bit collision has odds near 1e-12).
+Empty, oversized, binary or markup-free input, and markup with more tags or deeper
+nesting than the walk's limits allow, are refused from the text alone (BadInputError
+with a reason), so lexbor never builds a tree the walk would refuse anyway. The walk
+itself enforces `SegmentParams.max_depth` and `max_nodes` exactly.
 """
 
 from __future__ import annotations
 
 import re
 
-from selectolax.lexbor import LexborHTMLParser, LexborNode
-from xxhash import xxh3_64_intdigest
+from selectolax.lexbor import LexborHTMLParser
 
 from ..errors import BadInputError
-from ..model import Block
 from ..params import SegmentParams
-from . import compiled as fastwalk
-from .compiled import walker
-
-_TEXT = "-text"
-
-
-def segment_key(path: str, text: str) -> int:
-    """Stable 64-bit key of a segment: XXH3-64 of the UTF-8 of path, NUL, text."""
-    return xxh3_64_intdigest(f"{path}\x00{text}".encode())
+from . import compiled
 
 
 def check_html(html: str, params: SegmentParams) -> None:
@@ -80,7 +62,7 @@ _TAGS_PER_NODE = 2
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)")
 # Elements that never stay open on the stack: void ones, those the parser closes by
 # itself, and formatting ones (the adoption agency caps how many stay open).
-_NOT_NESTING = frozenset(
+NOT_NESTING = frozenset(
     """area base br col embed hr img input link meta param source track wbr
     p li dt dd tr td th option optgroup rb rt rp
     a b big code em font i nobr s small strike strong tt u""".split()
@@ -90,11 +72,11 @@ _NOT_NESTING = frozenset(
 def nesting_estimate(html: str) -> int:
     """The deepest nesting of elements the markup opens, counted from its tags alone.
 
-    The reference for worker/_walk.pyx's `nesting_estimate`, which check_html uses when
-    the extension is built (tests/test_fastwalk.py compares them).
+    The reference for page/_walk.pyx's `nesting_estimate`, which check_html uses when
+    the compiled walk is in use (tests/engine/page/test_compiled.py compares them).
     """
     depth = deepest = 0
-    not_nesting = _NOT_NESTING
+    not_nesting = NOT_NESTING
     for close, name in _TAG_RE.findall(html):
         name = name.lower()
         if name in not_nesting:
@@ -109,103 +91,18 @@ def nesting_estimate(html: str) -> int:
     return deepest
 
 
-_COMPILED = fastwalk.module()
-if _COMPILED is not None:
-    _count_tags = _COMPILED.count_tags
+def _count_tags(html: str) -> int:
+    """html.count("<"), compiled where the compiled walk is in use."""
+    mod = compiled.module()
+    return html.count("<") if mod is None else int(mod.count_tags(html))
 
-    def _nesting(html: str) -> int:
-        return int(_COMPILED.nesting_estimate(html, _NOT_NESTING))
 
-else:
-
-    def _count_tags(html: str) -> int:
-        return html.count("<")
-
-    _nesting = nesting_estimate
+def _nesting(html: str) -> int:
+    mod = compiled.module()
+    return nesting_estimate(html) if mod is None else int(mod.nesting_estimate(html, NOT_NESTING))
 
 
 def parse(html: str, params: SegmentParams) -> LexborHTMLParser:
+    """The guards, then lexbor's parse; raises BadInputError for input that is not a usable page."""
     check_html(html, params)
     return LexborHTMLParser(html)
-
-
-def _component(node: LexborNode, tag: str, mode: str) -> str:
-    """One element's name on a DOM path, as `SegmentParams.path_mode` asks."""
-    if mode == "tag":
-        return tag
-    attrs = node.attributes  # a plain dict: lexbor's attrs.get raises a KeyError for a missing one
-    cls = attrs.get("class")
-    name = tag
-    if mode == "tag_id_class":
-        ident = attrs.get("id")
-        if ident:
-            name = f"{name}#{ident}"
-    if cls:
-        parts = cls.split()
-        if parts:
-            parts.sort()
-            name = name + "." + ".".join(parts)
-    return name
-
-
-# lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
-_TEXT_ID = 2
-_INLINE, _BLOCK, _SKIP = 0, 1, 2  # layout elements start a block; skipped ones hide their subtree
-# Ids of the tags lexbor knows are small and the same in every document; a custom
-# element gets a per-document id (a pointer), which must not be cached.
-_MAX_STATIC_TAG_ID = 1 << 16
-
-
-def segment_tree(
-    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
-) -> list[Block]:
-    """Cut a parsed page into blocks of text segments, in document order.
-
-    Blocks without any visible text are left out. Each block carries the hrefs of the
-    `<a href>` elements in it (as written, in document order); those of a block without
-    text go to its nearest enclosing block with text. When `text_nodes` is given, each
-    segment's lexbor text node is appended to it with the segment's key (for --html).
-    """
-    root = tree.root
-    if root is None:
-        return []
-    if text_nodes is None and params.path_mode == "tag":
-        fast = walker(params.block_tags, params.skip_tags)
-        if fast is not None:  # the compiled walk (detemplate.engine.page.compiled): the same blocks
-            fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False)
-            return fast_blocks
-    # The Python form of the walk is the page-level model's (same blocks, keys and
-    # limits; tests/test_pagelevel.py and tests/test_fastwalk.py hold them equal): one
-    # walk to keep, not two. It runs for --html, the class path modes, or no extension.
-    from ..detectors.pagelevel import walk_python
-
-    return walk_python(tree, params, text_nodes).blocks
-
-
-def block_links(has_text: list[bool], parents: list[int], anchors: list[tuple[int, str]]) -> dict[int, list[str]]:
-    """Block index -> its hrefs: a textless block's go to its nearest enclosing block with text.
-
-    `parents[i] < i` (blocks are numbered in document order, parents first); anchors in
-    document order, so each block's hrefs stay in document order.
-    """
-    owner = list(range(len(has_text)))
-    for i, text in enumerate(has_text):
-        if not text:
-            p = parents[i]
-            owner[i] = owner[p] if p >= 0 else -1
-    out: dict[int, list[str]] = {}
-    for blk, href in anchors:
-        o = owner[blk]
-        if o >= 0:
-            hrefs = out.get(o)
-            if hrefs is None:
-                out[o] = [href]
-            else:
-                hrefs.append(href)
-    return out
-
-
-def segment_html(html: str, params: SegmentParams) -> tuple[LexborHTMLParser, list[Block]]:
-    """Parse and segment one page; raises BadInputError for input that is not a usable page."""
-    tree = parse(html, params)
-    return tree, segment_tree(tree, params)

@@ -1,0 +1,241 @@
+"""The cues the page walk collects and the page-level model reads: class/id hint words,
+flag bits, tag groups, function words, character classes and text statistics.
+
+Both walks use them (the Python walk in page/python.py, the compiled one gets them
+passed in by page/compiled.py), and the page-level model's features read them
+(detectors/pagelevel.py), so they live here, below both.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from numpy.typing import NDArray
+
+# Class/id words that mark template regions, and words that mark the main content.
+TEMPLATE_WORDS = frozenset(
+    """nav navbar navigation menu menubar submenu footer foot header head masthead topbar sidebar
+    side aside breadcrumb breadcrumbs crumbs comment comments share sharing social related
+    widget widgets ad ads advert advertisement banner promo sponsor sponsored subscribe
+    newsletter signup login search cookie cookies copyright legal skip pagination pager pages
+    tags tagcloud toolbar toc util utility links more popular trending recommended disclaimer""".split()
+)
+CONTENT_WORDS = frozenset(
+    """content article post entry main body story text prose markdown blog single page document
+    doc section itemprop articlebody""".split()
+)
+# Substrings that give the same hints inside compound names (mainContent, site-footer2).
+_TEMPLATE_PARTS = (
+    "footer",
+    "header",
+    "sidebar",
+    "navbar",
+    "breadcrumb",
+    "comment",
+    "social",
+    "widget",
+    "banner",
+    "menu",
+)
+_CONTENT_PARTS = ("content", "article", "story", "entry")
+
+# Flag bits: on the element itself, and inherited from any enclosing element.
+F_THINT = 1  # template word in the element's own class/id
+F_CHINT = 2  # content word in the element's own class/id
+F_IN_THINT = 4  # some enclosing element has a template word
+F_IN_CHINT = 8  # some enclosing element has a content word
+F_IN_NAV = 16
+F_IN_HEADER = 32
+F_IN_FOOTER = 64
+F_IN_ASIDE = 128
+F_IN_FORM = 256
+F_IN_LIST = 512
+F_IN_MAIN = 1024  # main or article element
+F_IN_TABLE = 2048
+F_IN_A = 4096  # (walk only) inside an anchor
+INHERIT = {
+    "nav": F_IN_NAV,
+    "menu": F_IN_NAV,
+    "header": F_IN_HEADER,
+    "footer": F_IN_FOOTER,
+    "aside": F_IN_ASIDE,
+    "form": F_IN_FORM,
+    "ul": F_IN_LIST,
+    "ol": F_IN_LIST,
+    "dl": F_IN_LIST,
+    "main": F_IN_MAIN,
+    "article": F_IN_MAIN,
+    "table": F_IN_TABLE,
+    "a": F_IN_A,
+}
+FLAG_BITS: tuple[int, ...] = (
+    F_THINT,
+    F_CHINT,
+    F_IN_THINT,
+    F_IN_CHINT,
+    F_IN_NAV,
+    F_IN_HEADER,
+    F_IN_FOOTER,
+    F_IN_ASIDE,
+    F_IN_FORM,
+    F_IN_LIST,
+    F_IN_MAIN,
+    F_IN_TABLE,
+)
+# Tag groups of the one-hot tag features (other tags share the last column).
+TAG_GROUPS = (
+    ("p",),
+    ("li",),
+    ("h1", "h2", "h3", "h4", "h5", "h6"),
+    ("td", "th", "tr", "caption"),
+    ("div",),
+    ("pre", "blockquote", "figure", "figcaption"),
+    ("section", "article", "main"),
+    ("nav", "header", "footer", "aside", "menu"),
+    ("dl", "dt", "dd"),
+    ("ul", "ol"),
+    ("form", "fieldset", "legend"),
+    ("html", "body", ""),
+)
+FLAG_BITS_ARRAY = np.asarray(FLAG_BITS, dtype=np.int64)
+TAG_INDEX = {tag: i for i, group in enumerate(TAG_GROUPS) for tag in group}
+N_TAGS = len(TAG_GROUPS) + 1
+# Function words of the commonest web languages: running prose has many, menus few.
+STOPWORDS = frozenset(
+    """the a an of to in and or is are was were be been for on with at by from that this it as
+    not but have has had will would can could its their his her they we you he she which who
+    what when there than then also more about into after over der die das und ist nicht ein
+    eine zu den mit von auf für sich des dem im le la les et est une des du dans pour pas que
+    qui sur au avec il elle el los las y en es por con para una del se lo como más il di che è
+    per non sono della""".split()
+)
+COPYRIGHT_MARKS = ("©", "copyright", "all rights reserved")
+
+
+def _hint_re(words: frozenset[str], parts: tuple[str, ...]) -> re.Pattern[str]:
+    alts = "|".join(sorted(words, key=len, reverse=True))
+    return re.compile(f"(?<![a-z0-9])(?:{alts})(?![a-z0-9])|" + "|".join(parts))
+
+
+_TEMPLATE_RE = _hint_re(TEMPLATE_WORDS, _TEMPLATE_PARTS)
+_CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
+
+
+HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
+HINTS_MAX = 1 << 17
+# Only short pairs are cached, so the cache is bounded in bytes too (about 40 MB at most):
+# a hostile page's megabyte-long class attributes would otherwise stay in it.
+HINTS_MAX_CHARS = 256
+
+
+def hints(pair: tuple[str, str]) -> int:
+    """Hint flag bits of one element's class and id: whole words, or telling parts of words."""
+    text = f"{pair[0]} {pair[1]}".lower()
+    flags = F_THINT if _TEMPLATE_RE.search(text) else 0
+    if _CONTENT_RE.search(text):
+        flags |= F_CHINT
+    if len(text) <= HINTS_MAX_CHARS:
+        if len(HINTS) >= HINTS_MAX:
+            HINTS.clear()
+        HINTS[pair] = flags
+    return flags
+
+
+# Character classes (bits); C_BOUNDARY (space or the newline between nodes) is not counted.
+C_SPACE, C_PUNCT, C_SENT, C_DIGIT, C_UPPER, C_PIPE, C_COMMA, C_BOUNDARY = (1 << k for k in range(8))
+CLOSERS = '.!?"”)'  # a text ending in one of these ends a sentence
+_CLOSER_CODES = np.asarray([ord(c) for c in CLOSERS], dtype=np.uint32)
+LUT_SIZE = 0x2100  # character classes of the first code points; the others have none
+
+
+def _char_classes() -> NDArray[np.uint8]:
+    lut = np.zeros(LUT_SIZE + 1, dtype=np.uint8)
+    for chars, bit in (
+        (" ", C_SPACE),
+        (" \n", C_BOUNDARY),
+        (".,;:!?", C_PUNCT),
+        (".!?", C_SENT),
+        ("0123456789", C_DIGIT),
+        ("|·»", C_PIPE),
+        (",", C_COMMA),
+    ):
+        for ch in chars:
+            lut[ord(ch)] |= bit
+    for code in range(LUT_SIZE):
+        if chr(code).isupper():
+            lut[code] |= C_UPPER
+    lut[LUT_SIZE] = 0
+    return lut
+
+
+LUT = _char_classes()
+
+
+class TextStats:
+    """Character-class counts of every node's text, computed at once over the joined page text.
+
+    Every node's text is followed by a newline in `big`, so node i owns the characters
+    [starts[i], starts[i+1]) and one `reduceat` sums each class over all nodes.
+    """
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        n = len(texts)
+        lens = np.fromiter(map(len, texts), dtype=np.intp, count=n)
+        self.big = "\n".join(texts) + "\n"
+        codes = np.frombuffer(self.big.encode("utf-32-le"), dtype=np.uint32)
+        cls = LUT[np.minimum(codes, LUT_SIZE)]
+        self.codes = codes
+        self.starts = np.zeros(n, dtype=np.intp)
+        np.cumsum(lens[:-1] + 1, out=self.starts[1:])
+        self.stops = self.starts + lens
+        self.lens = lens
+        # Sentence ends need a boundary after them, capitals one before them.
+        boundary = (cls & C_BOUNDARY) != 0
+        bits = cls & np.uint8(0xFF ^ (C_SENT | C_UPPER))
+        sent = (cls & C_SENT) != 0
+        sent[:-1] &= boundary[1:]
+        upper = (cls & C_UPPER) != 0
+        upper[1:] &= boundary[:-1]
+        bits |= sent.astype(np.uint8) * np.uint8(C_SENT)
+        bits |= upper.astype(np.uint8) * np.uint8(C_UPPER)
+        unpacked = np.unpackbits(bits[:, None], axis=1, bitorder="little")
+        self.counts = np.add.reduceat(unpacked, self.starts, axis=0, dtype=np.int32).astype(np.float64)
+
+    def count(self, bit: int) -> NDArray[np.float64]:
+        return self.counts[:, bit.bit_length() - 1]
+
+    def ends_sentence(self) -> NDArray[np.float64]:
+        out = np.zeros(len(self.lens))
+        some = self.lens > 0
+        out[some] = np.isin(self.codes[self.stops[some] - 1], _CLOSER_CODES)
+        return out
+
+    def copyright(self, lowered: str) -> NDArray[np.float64]:
+        """Nodes with a copyright notice (plain substring search: regexes are slower here)."""
+        out = np.zeros(len(self.lens))
+        if len(lowered) != len(self.big):  # lower() changed lengths: positions would not align
+            for i, text in enumerate(self.texts):
+                lowered_text = text.lower()
+                out[i] = any(mark in lowered_text for mark in COPYRIGHT_MARKS)
+            return out
+        hits = []
+        for needle in COPYRIGHT_MARKS:
+            at = lowered.find(needle)
+            while at >= 0:
+                hits.append(at)
+                at = lowered.find(needle, at + 1)
+        if hits:
+            out[np.searchsorted(self.starts, hits, side="right") - 1] = 1.0
+        return out
+
+    def stopwords(self, lowered: str, words: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Function words per node (texts are single-space separated, so words align)."""
+        tokens = lowered.split()
+        counts = words.astype(np.intp)
+        if len(tokens) != int(counts.sum()):  # lower() met a character it splits: count slowly
+            return np.array([sum(map(STOPWORDS.__contains__, t.lower().split())) for t in self.texts], dtype=np.float64)
+        hit = np.fromiter(map(STOPWORDS.__contains__, tokens), dtype=np.float64, count=len(tokens))
+        owner = np.repeat(np.arange(len(counts)), counts)
+        return np.bincount(owner, weights=hit, minlength=len(counts)).astype(np.float64)

@@ -1,0 +1,244 @@
+"""The page walk in Python, over selectolax's nodes: the reference, and the fallback where the
+compiled walk (page/_walk.pyx) is not in use.
+
+A page is cut into blocks at layout elements (`SegmentParams.block_tags`); each block
+holds the text segments directly under it, that is the visible text nodes whose
+nearest layout ancestor it is. Tags, comments and processing instructions separate
+text nodes, so each text node is one segment (Wang et al., section 2.1); its key is
+`keys.segment_key` of its DOM path and its whitespace-normalised text. On the way the
+walk collects the cues of every layout element (text and anchor text, links, segments,
+tag, nesting, position, class/id hints and the elements that enclose it): the block tree
+of `tree.PageTree`. Text-less layout elements stay in the tree (they are the internal
+nodes the page-level smoothing needs) but get no block of their own.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from ..errors import BadInputError
+from ..keys import segment_key
+from ..model import Segment
+from ..params import SegmentParams
+from .cues import F_IN_A, HINTS, INHERIT, hints
+from .tree import PageTree, page_tree
+
+# lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
+TEXT_ID = 2
+INLINE, BLOCK, SKIP = 0, 1, 2  # layout elements start a block; skipped ones hide their subtree
+# Ids of the tags lexbor knows are small and the same in every document; a custom
+# element gets a per-document id (a pointer), which must not be cached.
+MAX_STATIC_TAG_ID = 1 << 16
+
+
+def path_component(node: LexborNode, tag: str, mode: str) -> str:
+    """One element's name on a DOM path, as `SegmentParams.path_mode` asks."""
+    if mode == "tag":
+        return tag
+    attrs = node.attributes  # a plain dict: lexbor's attrs.get raises a KeyError for a missing one
+    cls = attrs.get("class")
+    name = tag
+    if mode == "tag_id_class":
+        ident = attrs.get("id")
+        if ident:
+            name = f"{name}#{ident}"
+    if cls:
+        parts = cls.split()
+        if parts:
+            parts.sort()
+            name = name + "." + ".".join(parts)
+    return name
+
+
+@lru_cache(maxsize=16)
+def _kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int, int]]:
+    """A cache tag_id -> (name, kind, inherited flag bits), one per pair of tag sets, filled by the walk."""
+    return {}
+
+
+def walk_python(
+    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+) -> PageTree:
+    """The walk in Python, over selectolax's nodes: the reference for the compiled one.
+
+    The compiled walk (page/_walk.pyx) takes the same steps (same tags, paths, keys, limits
+    and errors); its probe at first use and tests/engine/page/test_compiled.py hold the two
+    equal. It runs for --html (which needs the text nodes back), the class path modes, or
+    where the compiled walk is not in use.
+    """
+    root = tree.root
+    if root is None:
+        return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [])
+    block_tags = params.block_tags
+    skip_tags = params.skip_tags
+    kinds = _kinds(block_tags, skip_tags)
+    mode = params.path_mode
+    by_tag = mode == "tag"
+    with_id = mode == "tag_id_class"
+    max_depth = params.max_depth
+    budget = params.max_nodes
+    total = 0  # page text characters so far
+    hints_get = HINTS.get
+    new_segment = tuple.__new__  # Segment(...) without the NamedTuple's Python-level __new__
+    key_of = segment_key
+
+    # Per node: the fixed facts in one tuple (path, parent, tag, depth, start, flags),
+    # the counters in lists.
+    facts: list[tuple[str, int, str, int, int, int]] = []
+    segments: list[list[Segment]] = []
+    chars: list[int] = []
+    achars: list[int] = []
+    links: list[int] = []
+    ends: list[int] = []  # one past the last node of each node's subtree
+    anchors: list[tuple[int, str]] = []  # (block, href), as segment_tree collects them
+
+    def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
+        nonlocal budget, total
+        if depth >= max_depth:
+            raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
+        append = segments[blk].append
+        # The text and links directly in `blk` met in this call, added to its counters at the end.
+        own_chars = 0
+        own_achars = 0
+        own_links = 0
+        for child in node.iter(include_text=True, skip_empty=True):
+            tid = child.tag_id
+            if tid == TEXT_ID:
+                raw = child.text_content
+                if raw:
+                    text = " ".join(raw.split())
+                    if text:
+                        n = len(text)
+                        key = key_of(path, text)
+                        append(new_segment(Segment, (key, text, n)))
+                        total += n
+                        own_chars += n
+                        if text_nodes is not None:
+                            text_nodes.append((child, key))
+                continue
+            info = kinds.get(tid)
+            if info is None:
+                tag = child.tag
+                if tag is None or tag[0] == "-":
+                    continue
+                kind = SKIP if tag in skip_tags else BLOCK if tag in block_tags else INLINE
+                info = (tag, kind, INHERIT.get(tag, 0))
+                if tid < MAX_STATIC_TAG_ID:
+                    kinds[tid] = info
+            tag, kind, bits = info
+            if kind == SKIP:
+                continue
+            budget -= 1
+            if budget < 0:
+                raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+            if bits & F_IN_A:
+                own_links += 1
+                href = child.attrs.get("href")
+                if href:
+                    anchors.append((blk, href))
+            first = child.first_child
+            if first is None:
+                continue
+            own = 0
+            if by_tag:
+                child_path = f"{path}/{tag}"
+                if kind == BLOCK:
+                    # The attributes as a plain dict: lexbor's attrs.get raises and catches
+                    # a KeyError for every missing one (measured 2x slower here).
+                    attrs = child.attributes
+                    bcls = attrs.get("class") or ""
+                    bident = attrs.get("id") or ""
+                    if bcls or bident:
+                        pair = (bcls, bident)
+                        own = hints_get(pair, -1)
+                        if own < 0:
+                            own = hints(pair)
+            else:
+                attrs = child.attributes
+                cls = attrs.get("class")
+                ident = attrs.get("id") if (with_id or kind == BLOCK) else None
+                name = tag
+                if with_id and ident:
+                    name = f"{name}#{ident}"
+                if cls:
+                    parts = cls.split()
+                    if parts:
+                        parts.sort()
+                        name = name + "." + ".".join(parts)
+                child_path = f"{path}/{name}"
+                # Class/id hints are read on layout elements only: inline ones rarely carry them.
+                if kind == BLOCK and (cls or ident):
+                    pair = (cls or "", ident or "")
+                    own = hints_get(pair, -1)
+                    if own < 0:
+                        own = hints(pair)
+            inner = inh | (own << 2) | bits
+            if kind == BLOCK:
+                target = len(facts)
+                facts.append((child_path, blk, tag, depth, total, own | (inh & ~F_IN_A)))
+                chars.append(0)
+                achars.append(0)
+                links.append(0)
+                ends.append(target + 1)
+                if first.next is None and first.tag_id == TEXT_ID:
+                    raw = first.text_content
+                    text = " ".join(raw.split()) if raw else ""
+                    if text:
+                        n = len(text)
+                        key = key_of(child_path, text)
+                        segments.append([new_segment(Segment, (key, text, n))])
+                        total += n
+                        chars[target] = n
+                        if inner & F_IN_A:
+                            achars[target] = n
+                        if text_nodes is not None:
+                            text_nodes.append((first, key))
+                    else:
+                        segments.append([])
+                    continue
+                segments.append([])
+                visit(child, child_path, target, depth + 1, inner)
+                ends[target] = len(facts)
+                continue
+            if first.next is None and first.tag_id == TEXT_ID:
+                raw = first.text_content
+                if raw:
+                    text = " ".join(raw.split())
+                    if text:
+                        n = len(text)
+                        key = key_of(child_path, text)
+                        append(new_segment(Segment, (key, text, n)))
+                        total += n
+                        own_chars += n
+                        if inner & F_IN_A:
+                            own_achars += n
+                        if text_nodes is not None:
+                            text_nodes.append((first, key))
+                continue
+            visit(child, child_path, blk, depth + 1, inner)
+        if own_chars:
+            chars[blk] += own_chars
+            # Inside an anchor all of it is anchor text; else only the anchors' leaves.
+            if inh & F_IN_A:
+                achars[blk] += own_chars
+            elif own_achars:
+                achars[blk] += own_achars
+        if own_links:
+            links[blk] += own_links
+
+    tag = root.tag or "html"
+    root_path = tag if by_tag else path_component(root, tag, mode)
+    facts.append((root_path, -1, tag, 0, 0, 0))
+    segments.append([])
+    chars.append(0)
+    achars.append(0)
+    links.append(0)
+    ends.append(1)
+    visit(root, root_path, 0, 1, 0)
+    ends[0] = len(facts)
+    paths, parent, tags, depths, start, flags_of = (list(column) for column in zip(*facts, strict=True))
+    return page_tree(paths, parent, tags, depths, start, flags_of, segments, chars, achars, links, ends, anchors)
+
+
