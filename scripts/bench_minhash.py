@@ -13,9 +13,10 @@ sys.path.append(
 )  # a folder holding datasketch, e.g. pip install --target DIR datasketch
 import datasketch
 import numpy as np
-from detemplate.engine.detectors.clusters import MinHasher, jaccard_estimate, page_paths
+from detemplate.engine.detectors.clusters import MinHasher, page_paths
 from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import SegmentParams
+from detemplate.tools.clusters import jaccard_estimate
 from detemplate.tools.evaluate import load_corpus
 
 print("datasketch", datasketch.__version__ if hasattr(datasketch, "__version__") else "?")

@@ -23,19 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from detemplate.engine.detectors.clusters import (
-    BatchParams,
-    ClusterParams,
-    HostClusters,
-    cluster_pages,
-    page_paths,
-)
+from detemplate.engine.detectors.clusters import HostClusters, page_paths
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import CONTENT
 from detemplate.engine.page import parse, segment_tree
-from detemplate.engine.params import EngineParams, SegmentParams
+from detemplate.engine.params import ClusterParams, EngineParams, SegmentParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
+from detemplate.tools.clusters import BatchParams, cluster_pages
 from detemplate.tools.evaluate import Corpus, load_corpus, score_texts
 from xxhash import xxh3_64_intdigest
 

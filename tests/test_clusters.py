@@ -13,22 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from detemplate.cli import main
-from detemplate.engine.detectors.clusters import (
-    EVICTED,
-    EXPIRED,
-    FEATURES,
-    METHODS,
-    BatchParams,
-    HostClusters,
-    MinHasher,
-    band_hashes,
-    cluster_pages,
-    clustering_cost,
-    jaccard_estimate,
-    noncontent_paths,
-    page_paths,
-    support,
-)
+from detemplate.engine.detectors.clusters import EVICTED, EXPIRED, HostClusters, MinHasher, page_paths
 from detemplate.engine.errors import ConfigError, StateError
 from detemplate.engine.keys import is_tagged_key
 from detemplate.engine.model import Outcome
@@ -38,6 +23,17 @@ from detemplate.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_key
 from detemplate.engine.table import HostTable
 from detemplate.io.codec import encode_clean
 from detemplate.state.memory import MemoryStore
+from detemplate.tools.clusters import (
+    FEATURES,
+    METHODS,
+    BatchParams,
+    band_hashes,
+    cluster_pages,
+    clustering_cost,
+    jaccard_estimate,
+    noncontent_paths,
+    support,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

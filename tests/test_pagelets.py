@@ -8,19 +8,19 @@ import json
 from pathlib import Path
 
 import pytest
-from detemplate.engine.detectors.pagelets import (
+from detemplate.engine.links import resolve
+from detemplate.engine.model import RawPage
+from detemplate.engine.page import segment_tree
+from detemplate.engine.params import SegmentParams
+from detemplate.tools import pagelet_cmd
+from detemplate.tools.pagelets import (
     PageletConfig,
     PageRecord,
     global_templates,
     local_templates,
     page_pagelets,
     read_page,
-    resolve,
 )
-from detemplate.engine.model import RawPage
-from detemplate.engine.page import segment_tree
-from detemplate.engine.params import SegmentParams
-from detemplate.tools import pagelet_cmd
 from hypothesis import given
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
@@ -201,7 +201,7 @@ HREFS = [
 def test_absolute_links_agree_with_urljoin(base: str) -> None:
     from urllib.parse import urldefrag, urljoin
 
-    from detemplate.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.links import absolute_links
 
     got = [absolute_links(base, [h]) for h in HREFS]
     want = [[urldefrag(urljoin(base, h))[0]] for h in HREFS]
@@ -209,7 +209,7 @@ def test_absolute_links_agree_with_urljoin(base: str) -> None:
 
 
 def test_absolute_links_resolve_and_dedupe() -> None:
-    from detemplate.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.links import absolute_links
 
     got = absolute_links(
         "https://h.example/d/p.html",
@@ -226,7 +226,7 @@ def test_absolute_links_resolve_and_dedupe() -> None:
 
 def _links_inside_and_outside(sp: object) -> tuple[set[str], set[str]]:
     """The page's absolute links inside its known content container, and all the others."""
-    from detemplate.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.links import absolute_links
 
     page = sp.page  # type: ignore[attr-defined]
     tree = LexborHTMLParser(page.html)
@@ -431,7 +431,7 @@ def test_absolute_links_agree_with_urljoin_on_dotted_paths(
 ) -> None:
     from urllib.parse import urljoin
 
-    from detemplate.engine.detectors.pagelets import absolute_links
+    from detemplate.engine.links import absolute_links
 
     base = "https://h.example/" + "/".join(base_segs)
     href = lead + "/".join(href_segs) + query

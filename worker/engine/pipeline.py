@@ -16,13 +16,12 @@ from .detectors import pagelevel
 from .detectors.clusters import Assignment, HostClusters, cluster_keys, page_paths
 from .detectors.pagelets import (
     PageletSketch,
-    absolute_links,
-    base_url,
     page_sketches,
     pagelet_df,
     pagelet_path,
 )
 from .errors import BadInputError, StateError
+from .links import absolute_links, base_url
 from .model import (
     CONTENT,
     METHOD_COLD,

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from ..engine.detectors.clusters import FEATURES, METHODS, BatchParams, cluster_pages, path_key
+from ..engine.detectors.clusters import path_key
 from ..engine.errors import BadInputError, ConfigError, DetemplateError
 from ..engine.model import Block, RawPage
 from ..engine.page import parse, segment_tree
@@ -24,6 +24,7 @@ from ..engine.params import PATH_MODES, EngineParams, SegmentParams, add_param_a
 from ..engine.pipeline import host_clusters as host_clusters_state
 from ..engine.pipeline import process_page
 from ..state.memory import MemoryStore
+from .clusters import FEATURES, METHODS, BatchParams, cluster_pages
 
 logger = logging.getLogger(__name__)
 

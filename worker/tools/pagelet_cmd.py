@@ -21,12 +21,13 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser
 
-from ..engine.detectors.pagelets import PageletConfig, absolute_links, base_url, detect, read_pages
 from ..engine.errors import ConfigError, DetemplateError
+from ..engine.links import absolute_links, base_url
 from ..engine.model import RawPage
 from ..engine.params import EngineParams, SegmentParams, add_param_argument, with_overrides
 from ..io.sources import iter_inputs
 from .evaluate import TextScores
+from .pagelets import PageletConfig, detect, read_pages
 
 
 def _raw_pages(inputs: list[str], dead: list[int]) -> Iterator[RawPage]:
