@@ -13,13 +13,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 from detemplate.cli import main
-from detemplate.engine.detectors.clusters import EVICTED, EXPIRED, HostClusters, MinHasher, page_paths
+from detemplate.engine.detectors.clusters import (
+    CLUSTER_DROPPED,
+    CLUSTER_NEW,
+    EVICTED,
+    EXPIRED,
+    HostClusters,
+    MinHasher,
+    cluster_keys,
+    page_paths,
+)
 from detemplate.engine.errors import ConfigError, StateError
 from detemplate.engine.keys import is_tagged_key
 from detemplate.engine.model import Outcome
 from detemplate.engine.page import parse, segment_tree
 from detemplate.engine.params import ClusterParams, EngineParams, SegmentParams
-from detemplate.engine.pipeline import CLUSTER_DROPPED, CLUSTER_NEW, cluster_keys, decide, process_page
+from detemplate.engine.pipeline import decide, process_page
 from detemplate.engine.table import HostTable
 from detemplate.io.codec import encode_clean
 from detemplate.state.memory import MemoryStore

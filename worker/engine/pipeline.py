@@ -1,26 +1,40 @@
-"""The one decision every shell calls: a raw page plus its host's state -> an Outcome.
+"""The one decision every shell calls: a raw page plus its host's table -> an Outcome.
 
 `detemplate run`, `eval`, `bench` and the stream worker all go through `process_page`
 (or `decide`, its core, when the shell manages the table itself), so a page's verdict
 never depends on which shell ran it.
+
+`decide` takes a page through its stages, each once, in this order (`STAGES`):
+
+    walk_page      the guards, the parse and the walk: blocks (and the block tree with its
+                   cues when a detector asks for it); a page that is not usable input
+                   stops here as a dead letter, the table untouched
+    page_keys      each detector's per-page state and the keys the page adds to the
+                   host's table: segment keys, then pagelet keys, then cluster keys
+    update_table   the one update of the host's table with those keys: their DFs
+    cast_votes     each detector's vote, in detector order (detectors/base.py)
+    combine_votes  one verdict per block: the table's template share over the pagelets'
+                   outright votes over the page-level model's, and the kept text
+    page_outcome   the clean page, its links and (with --html) HTML, and the events
+
+The detectors are in `DETECTORS`, in the order their keys go into the table (on the wire:
+the stream's per-page deltas replay `Outcome.applied` in that order).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from ..state.base import SegmentStore
-from .detectors import pagelevel
-from .detectors.clusters import Assignment, HostClusters, cluster_keys, page_paths
-from .detectors.pagelets import (
-    PageletSketch,
-    page_sketches,
-    pagelet_df,
-    pagelet_path,
-)
-from .errors import BadInputError, StateError
+from .detectors.base import Ballot, Contribution, Detector, SegmentKeys, WalkedPage
+from .detectors.clusters import CLUSTERS, cluster_events, host_clusters
+from .detectors.pagelets import PAGELETS, pagelet_report
+from .detectors.pagelevel import PAGE_LEVEL
+from .detectors.segments import SEGMENT_TABLE
+from .errors import BadInputError
 from .links import absolute_links, base_url
 from .model import (
     CONTENT,
@@ -34,17 +48,43 @@ from .model import (
     CleanPage,
     DeadPage,
     Outcome,
-    PageletReport,
     RawPage,
     TemplateEvent,
-    TemplatePagelet,
 )
-from .page import PageTree, parse, segment_tree, walk
-from .params import ClusterParams, EngineParams
+from .page import parse, segment_tree, walk
+from .params import EngineParams
 from .table import HostTable
 
-CLUSTER_NEW = "template.cluster_new"
-CLUSTER_DROPPED = "template.cluster_dropped"
+# In the order their keys go into the host's table (and their votes are cast): the segment
+# table first (it says whether the host is warm), clusters before the page-level model
+# (key votes before the tally that the model reads).
+DETECTORS: tuple[Detector[Any], ...] = (SEGMENT_TABLE, PAGELETS, CLUSTERS, PAGE_LEVEL)
+
+STAGES = ("walk_page", "page_keys", "update_table", "cast_votes", "combine_votes", "page_outcome")
+
+
+class PageKeys(NamedTuple):
+    """The keys stage's result: each detector's contribution (None where it sat the page out),
+    in DETECTORS order, and the keys of the one table update, in that order too."""
+
+    contributions: tuple[Contribution | None, ...]
+    applied: Sequence[int]
+
+
+class Combined(NamedTuple):
+    """The combine stage's result: one verdict per block, and the kept blocks' texts."""
+
+    verdicts: list[BlockVerdict]
+    kept: list[str]
+
+
+C = TypeVar("C", bound=Contribution)
+
+
+def contribution(keys: PageKeys, detector: Detector[C]) -> C | None:
+    """One detector's contribution to the page (None where it sat the page out)."""
+    found: C | None = keys.contributions[DETECTORS.index(detector)]  # type: ignore[assignment]  # by position
+    return found
 
 
 def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False) -> Outcome:
@@ -52,134 +92,87 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     A page that is not usable input returns a dead Outcome and leaves the table as it was.
     """
-    plp = params.pagelevel
-    pgp = params.pagelets
-    track = pgp.enabled or pgp.events  # the page's pagelet keys go into the table
-    # The page-level model runs on a host's first pages (all of them when max_host_pages
-    # is 0); its walk cuts the same blocks as segment_tree and collects its cues, and the
-    # block tree that pagelets are cut from.
-    use_model = plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
-    scores = None
-    texts: list[str] | None = None  # each block's text, when the walk has made them
-    ptree: PageTree | None = None
     try:
-        tree = parse(page.html, params.segment)
-        text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
-        if use_model or track:
-            # pagelevel.score_page, with the block tree kept for the pagelets.
-            ptree = walk(tree, params.segment, text_nodes)
-            blocks = ptree.blocks
-            ptext = ptree.text
-            texts = [ptext[i] for i in ptree.node_of_block]
-            if use_model:
-                scores = pagelevel.block_scores(
-                    ptree,
-                    pagelevel.load_model(plp.model),
-                    plp.smoothing,
-                    plp.weighting,
-                    plp.max_values,
-                    plp.max_smooth_nodes,
-                )
-        else:
-            blocks = segment_tree(tree, params.segment, text_nodes)
+        walked = walk_page(page, table, params, with_html)
     except BadInputError as exc:
         return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
+    keys = page_keys(walked, table, params)
+    dfs = update_table(keys, table)
+    ballot = cast_votes(walked, keys, dfs, table, params)
+    combined = combine_votes(walked, ballot, params)
+    return page_outcome(page, walked, keys, ballot, combined, table, params)
 
-    seg_keys = {seg[0] for block in blocks for seg in block[1]}
-    keys = sorted(seg_keys)
-    n = len(keys)
-    cp = params.clusters
-    assignment = None
-    cl_keys: list[int] = []
-    if cp.enabled:
-        # The page's template cluster (docs/clusters.md); with statistics, its segment
-        # keys are counted again under the cluster's tagged keys.
-        clusters = host_clusters(table, cp)
-        assignment = clusters.assign(page_paths(blocks, cp.features))
-        if cp.statistics:
-            cl_keys = cluster_keys(keys, assignment.cid)
-    sketches: list[PageletSketch] = []
-    page_pagelets = 0
-    pl_keys: list[int] = []
-    if ptree is not None and track:
-        page_pagelets, sketches = page_sketches(ptree, pgp)
-        pl_keys = sorted({key for p in sketches for key in p.keys} - seg_keys)
+
+def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: bool) -> WalkedPage:
+    """Stage 1: the guards, the parse and the walk; raises BadInputError for unusable input."""
+    segment = params.segment
+    tree = parse(page.html, segment)
+    text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
+    if any(d.needs_cues(table, params) for d in DETECTORS):
+        # One walk cuts the same blocks as segment_tree and collects the block tree and its cues.
+        cues = walk(tree, segment, text_nodes)
+        blocks = cues.blocks
+        node_text = cues.text
+        texts = [node_text[i] for i in cues.node_of_block]
+        return WalkedPage(tree, blocks, texts, cues, text_nodes)
+    blocks = segment_tree(tree, segment, text_nodes)
+    texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
+    return WalkedPage(tree, blocks, texts, None, text_nodes)
+
+
+def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> PageKeys:
+    """Stage 2: each detector's per-page state, and the keys the page adds to the host's table."""
+    distinct = {seg[0] for block in walked.blocks for seg in block[1]}
+    segments = SegmentKeys(sorted(distinct), distinct)
+    contributions = tuple([d.prepare(walked, segments, table, params) for d in DETECTORS])
+    parts = [c.keys for c in contributions if c is not None and c.keys]
     # One update of the host's table: segment keys, then pagelet keys, then cluster keys.
-    applied = keys + pl_keys + cl_keys if pl_keys or cl_keys else keys
-    all_dfs = table.observe(applied)
-    dfs = all_dfs[:n]
-    pl_df = dict(zip(pl_keys, all_dfs[n : n + len(pl_keys)], strict=True))
-    tparams = params.table
-    pages = table.pages
-    threshold = tparams.threshold(pages)
-    max_ratio = tparams.template_ratio
-    # Before the host has shown `threshold` pages no segment can be template yet:
-    # say so, rather than claim the table found everything to be content.
-    if pages >= threshold:
-        method = METHOD_TABLE
-        template_keys = {key for key, df in zip(keys, dfs, strict=True) if df >= threshold}
-        if cl_keys and assignment is not None:
-            # A segment is also template when its cluster's pages make it so.
-            cpages = assignment.pages
-            cthreshold = tparams.threshold(cpages)
-            if cpages >= cthreshold:
-                cdfs = all_dfs[len(all_dfs) - n :]
-                template_keys.update(key for key, df in zip(keys, cdfs, strict=True) if df >= cthreshold)
-    else:
-        method = METHOD_COLD
-        template_keys = set()
+    applied = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+    return PageKeys(contributions, applied)
 
-    if texts is None:
-        texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
-    rows = []
-    if template_keys:
-        for (path, segs, _, _), text in zip(blocks, texts, strict=True):
-            chars = 0
-            tchars = 0
-            for key, _text, length in segs:
-                chars += length
-                if key in template_keys:
-                    tchars += length
-            rows.append((path, text, chars, tchars, tchars / chars))
-    else:  # no segment of this page is template (always so on a cold host)
-        for (path, segs, _, _), text in zip(blocks, texts, strict=True):
-            chars = sum([seg[2] for seg in segs])
-            rows.append((path, text, chars, 0, 0.0))
-    # Template pagelets: a pagelet's DF (the quorum-th highest DF of its min-hash keys)
-    # reached the threshold. With pagelets.enabled, their blocks are template.
-    template_pagelets: list[tuple[PageletSketch, int]] = []
-    in_template_pagelet: bytearray | None = None
-    if sketches and method == METHOD_TABLE:
-        quorum = pgp.quorum
-        pl_threshold = tparams.threshold(pages, pgp.template_df)
-        for p in sketches:
-            pdf = pagelet_df([pl_df.get(key, 0) for key in p.keys], quorum)
-            if pdf >= pl_threshold:
-                template_pagelets.append((p, pdf))
-        if template_pagelets and pgp.enabled:
-            in_template_pagelet = bytearray(len(blocks))
-            for p, _ in template_pagelets:
-                in_template_pagelet[p.first : p.end] = b"\x01" * (p.end - p.first)
 
-    # The page-level model decides where the table cannot (see detemplate.engine.detectors.pagelevel.overrule).
-    # Blocks of template pagelets are template already: the model does not judge them.
-    model_says = None
-    if scores is not None:
-        early = pages < tparams.template_df
-        judged_rows = rows
-        if in_template_pagelet is not None:
-            judged_rows = [
-                (r[0], r[1], r[2], r[2], 1.0) if flag else r for r, flag in zip(rows, in_template_pagelet, strict=True)
-            ]
-        model_says = pagelevel.overrule(scores, judged_rows, method == METHOD_COLD, max_ratio, plp, early)
+def update_table(keys: PageKeys, table: HostTable) -> tuple[list[int], ...]:
+    """Stage 3: the one update of the host's table; each detector's share of the DFs, in DETECTORS order."""
+    all_dfs = table.observe(keys.applied)
+    out: list[list[int]] = []
+    at = 0
+    for c in keys.contributions:
+        n = len(c.keys) if c is not None else 0
+        out.append(all_dfs if at == 0 and n == len(all_dfs) else all_dfs[at : at + n])
+        at += n
+    return tuple(out)
 
-    verdicts = []
-    kept = []
+
+def cast_votes(
+    walked: WalkedPage, keys: PageKeys, dfs: tuple[list[int], ...], table: HostTable, params: EngineParams
+) -> Ballot:
+    """Stage 4: each detector's vote on the page's blocks, in DETECTORS order."""
+    ballot = Ballot(params, walked.blocks, table.pages)
+    for detector, mine, its_dfs in zip(DETECTORS, keys.contributions, dfs, strict=True):
+        if mine is not None:
+            detector.vote(mine, its_dfs, ballot)
+    return ballot
+
+
+def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> Combined:
+    """Stage 5: one verdict per block. A block is template when its template share is over
+    `template_ratio` (the table), else when it is voted template outright (a template
+    pagelet), else as the page-level model says where it decides; content otherwise."""
+    tally = ballot.tally()
+    method = METHOD_TABLE if ballot.warm else METHOD_COLD
+    max_ratio = params.table.template_ratio
+    outright = ballot.outright
+    model_says = ballot.overrule
+    verdicts: list[BlockVerdict] = []
+    kept: list[str] = []
     new_verdict = tuple.__new__  # BlockVerdict(...) without the NamedTuple's Python-level __new__
-    for i, (path, text, chars, tchars, ratio) in enumerate(rows):
+    for i, (block, text, chars, tchars) in enumerate(
+        zip(walked.blocks, walked.texts, tally.chars, tally.template_chars, strict=True)
+    ):
+        ratio = tchars / chars
         by = method
         is_template = ratio > max_ratio
-        if not is_template and in_template_pagelet is not None and in_template_pagelet[i]:
+        if not is_template and outright is not None and outright[i]:
             is_template = True
             by = METHOD_PAGELET
         elif model_says is not None:
@@ -192,49 +185,44 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
         else:
             verdict = CONTENT
             kept.append(text)
-        verdicts.append(new_verdict(BlockVerdict, (path, text, chars, tchars, ratio, verdict, by)))
+        verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by)))
+    return Combined(verdicts, kept)
 
-    html = _strip_template(tree, text_nodes, blocks, verdicts) if text_nodes is not None else None
-    content_links, template_links = split_links(page, tree, blocks, verdicts)
-    cid = None if assignment is None else assignment.cid
+
+def page_outcome(
+    page: RawPage,
+    walked: WalkedPage,
+    keys: PageKeys,
+    ballot: Ballot,
+    combined: Combined,
+    table: HostTable,
+    params: EngineParams,
+) -> Outcome:
+    """Stage 6: the clean page (text, blocks, links, HTML with --html) and the events."""
+    verdicts = combined.verdicts
+    tree = walked.tree
+    text_nodes = walked.text_nodes
+    html = _strip_template(tree, text_nodes, walked.blocks, verdicts) if text_nodes is not None else None
+    content_links, template_links = split_links(page, tree, walked.blocks, verdicts)
+    clustered = contribution(keys, CLUSTERS)
+    cid = None if clustered is None else clustered.assignment.cid
     clean = CleanPage(
-        page.url, page.host, table.pages, "\n".join(kept), tuple(verdicts), html, content_links, template_links, cid
+        page.url, page.host, table.pages, "\n".join(combined.kept), tuple(verdicts), html, content_links,
+        template_links, cid,
     )
     events: tuple[TemplateEvent, ...] = ()
-    if assignment is not None and cp.events and (assignment.dropped or (assignment.new and assignment.cid > 0)):
-        events = cluster_events(page, table.pages, assignment, len(clusters.clusters))
+    if clustered is not None:
+        events = cluster_events(page, table.pages, clustered, params.clusters)
     event = table.take_event(params.events)
     if event is not None:
         report = None
-        if pgp.events and ptree is not None:
-            report = pagelet_report(ptree, texts, page_pagelets, template_pagelets, pgp.max_listed)
+        pagelets = contribution(keys, PAGELETS)
+        if params.pagelets.events and pagelets is not None:
+            report = pagelet_report(pagelets, walked.texts, params.pagelets.max_listed)
         events += (TemplateEvent(event[0], page.host, table.pages, page.url, event[1], report, cid),)
-    if assignment is None:
-        return Outcome(clean, None, events, tuple(applied))
-    return Outcome(clean, None, events, tuple(applied), cid, assignment.signature)
-
-
-# -- template clusters ------------------------------------------------------------------
-
-
-def host_clusters(table: HostTable, params: ClusterParams) -> HostClusters:
-    """The host's cluster assigner, kept in `table.clusters` (parsed on first use).
-
-    A stored state that these params cannot read (another clusters.num_perm) starts the
-    host's clusters again: cluster ids are per host and only compared within it.
-    """
-    hc = table.clusters
-    if isinstance(hc, HostClusters):
-        return hc
-    if hc is None:
-        hc = HostClusters(params)
-    else:
-        try:
-            hc = HostClusters.from_bytes(hc, params)
-        except StateError:
-            hc = HostClusters(params)
-    table.clusters = hc
-    return hc
+    if clustered is None:
+        return Outcome(clean, None, events, tuple(keys.applied))
+    return Outcome(clean, None, events, tuple(keys.applied), cid, clustered.assignment.signature)
 
 
 def replay_page(
@@ -248,40 +236,16 @@ def replay_page(
     table.take_event(params.events)
 
 
-def cluster_events(page: RawPage, page_no: int, a: Assignment, live: int) -> tuple[TemplateEvent, ...]:
-    """``template.cluster_dropped`` for each cluster that went, then ``template.cluster_new``."""
-    events = [
-        TemplateEvent(
-            CLUSTER_DROPPED, page.host, page_no, page.url,
-            {"dropped_cluster": gone, "cluster_pages": pages, "reason": reason, "clusters": live},
-            None, a.cid,
-        )
-        for gone, pages, reason in a.dropped
-    ]
-    if a.new and a.cid > 0:
-        details = {"similarity": round(a.similarity, 4), "clusters": live}
-        events.append(TemplateEvent(CLUSTER_NEW, page.host, page_no, page.url, details, None, a.cid))
-    return tuple(events)
+class TableStore(Protocol):
+    """What `process_page` needs of a store: a host's table, and taking it back
+    (state/base.py's SegmentStore is one, with more)."""
+
+    def get(self, host: str) -> HostTable | None: ...
+
+    def put(self, host: str, table: HostTable) -> None: ...
 
 
-def pagelet_report(
-    ptree: PageTree,
-    texts: list[str],
-    page_pagelets: int,
-    template_pagelets: list[tuple[PageletSketch, int]],
-    max_listed: int,
-) -> PageletReport:
-    """What a template event says about the page's pagelets: how many it has, how many are
-    template, and the first `max_listed` template ones."""
-    listed = []
-    for p, pdf in template_pagelets[:max_listed]:
-        text = " ".join(texts[p.first : p.end])
-        path = pagelet_path(ptree, p)
-        listed.append(TemplatePagelet(p.keys[0], pdf, p.links, p.order, p.first, p.end, path, text))
-    return PageletReport(page_pagelets, len(template_pagelets), tuple(listed))
-
-
-def process_page(page: RawPage, store: SegmentStore, params: EngineParams, with_html: bool = False) -> Outcome:
+def process_page(page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False) -> Outcome:
     """Decide one page with the host's table from `store`, and hand the table back to it."""
     table = store.get(page.host)
     if table is None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from ..engine.pipeline import TableStore
 from ..engine.table import HostTable
 
 
-class SegmentStore(Protocol):
+class SegmentStore(TableStore, Protocol):
     """Per-host segment tables, many hosts in one store.
 
     `get` returns the live table object; the caller mutates it in place and hands it

@@ -16,12 +16,12 @@ import sys
 import time
 from typing import Any
 
+from ..engine.detectors.clusters import host_clusters as host_clusters_state
 from ..engine.detectors.clusters import path_key
 from ..engine.errors import BadInputError, ConfigError, DetemplateError
 from ..engine.model import Block, RawPage
 from ..engine.page import parse, segment_tree
 from ..engine.params import PATH_MODES, EngineParams, SegmentParams, add_param_argument, with_overrides
-from ..engine.pipeline import host_clusters as host_clusters_state
 from ..engine.pipeline import process_page
 from ..state.memory import MemoryStore
 from .clusters import FEATURES, METHODS, BatchParams, cluster_pages

@@ -23,10 +23,11 @@ from xxhash import xxh3_64_intdigest
 
 from ..errors import ConfigError, StateError
 from ..keys import U64, mix64, tag
-from ..model import Block
+from ..model import Block, RawPage, TemplateEvent
 from ..page import compiled
-from ..params import PAGE_FEATURES, ClusterParams
-from ..table import CLUSTERS_MAGIC
+from ..params import PAGE_FEATURES, ClusterParams, EngineParams
+from ..table import CLUSTERS_MAGIC, HostTable
+from .base import Ballot, SegmentKeys, WalkedPage
 
 
 def path_key(path: str) -> int:
@@ -377,3 +378,91 @@ def kernels() -> Kernels:
     if _kernels is None:
         _kernels = _compiled()
     return _kernels
+
+
+# -- the detector ---------------------------------------------------------------------------
+
+CLUSTER_NEW = "template.cluster_new"
+CLUSTER_DROPPED = "template.cluster_dropped"
+
+
+class ClusterPage(NamedTuple):
+    """The cluster detector's state for one page."""
+
+    assignment: Assignment  # the page's cluster
+    live: int  # the host's clusters after the assignment
+    keys: list[int]  # clusters.statistics: the page's segment keys counted under its cluster; else none
+    segment_keys: list[int]  # the page's segment keys, in the order of `keys`
+
+
+def host_clusters(table: HostTable, params: ClusterParams) -> HostClusters:
+    """The host's cluster assigner, kept in `table.clusters` (parsed on first use).
+
+    A stored state that these params cannot read (another clusters.num_perm) starts the
+    host's clusters again: cluster ids are per host and only compared within it.
+    """
+    hc = table.clusters
+    if isinstance(hc, HostClusters):
+        return hc
+    if hc is None:
+        hc = HostClusters(params)
+    else:
+        try:
+            hc = HostClusters.from_bytes(hc, params)
+        except StateError:
+            hc = HostClusters(params)
+    table.clusters = hc
+    return hc
+
+
+class Clusters:
+    """The template clusters' part in a page's decision: the page's cluster, assigned before
+    the table update, and with clusters.statistics a vote on segment keys by the cluster's
+    own DFs."""
+
+    def needs_cues(self, table: HostTable, params: EngineParams) -> bool:
+        return False
+
+    def prepare(
+        self, page: WalkedPage, segments: SegmentKeys, table: HostTable, params: EngineParams
+    ) -> ClusterPage | None:
+        cp = params.clusters
+        if not cp.enabled:
+            return None
+        clusters = host_clusters(table, cp)
+        assignment = clusters.assign(page_paths(page.blocks, cp.features))
+        keys = cluster_keys(segments.keys, assignment.cid) if cp.statistics else []
+        return ClusterPage(assignment, len(clusters.clusters), keys, segments.keys)
+
+    def vote(self, mine: ClusterPage, dfs: list[int], ballot: Ballot) -> None:
+        # A segment is also template when its cluster's pages make it so.
+        if not mine.keys or not ballot.warm:
+            return
+        tparams = ballot.params.table
+        cpages = mine.assignment.pages
+        cthreshold = tparams.threshold(cpages)
+        if cpages >= cthreshold:
+            ballot.vote_keys({key for key, df in zip(mine.segment_keys, dfs, strict=True) if df >= cthreshold})
+
+
+CLUSTERS = Clusters()
+
+
+def cluster_events(page: RawPage, page_no: int, mine: ClusterPage, params: ClusterParams) -> tuple[TemplateEvent, ...]:
+    """``template.cluster_dropped`` for each cluster that went, then ``template.cluster_new``
+    (not for the host's first cluster); none without clusters.events."""
+    a = mine.assignment
+    if not params.events or not (a.dropped or (a.new and a.cid > 0)):
+        return ()
+    events = [
+        TemplateEvent(
+            CLUSTER_DROPPED, page.host, page_no, page.url,
+            {"dropped_cluster": gone, "cluster_pages": pages, "reason": reason, "clusters": mine.live},
+            None, a.cid,
+        )
+        for gone, pages, reason in a.dropped
+    ]
+    if a.new and a.cid > 0:
+        details = {"similarity": round(a.similarity, 4), "clusters": mine.live}
+        events.append(TemplateEvent(CLUSTER_NEW, page.host, page_no, page.url, details, None, a.cid))
+    return tuple(events)

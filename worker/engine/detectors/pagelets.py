@@ -14,14 +14,17 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 import numpy as np
 
 from ..keys import mix64, tag
+from ..model import PageletReport, TemplatePagelet
 from ..page.tree import PageTree
-from ..params import PageletParams
+from ..params import EngineParams, PageletParams
+from ..table import HostTable
+from .base import Ballot, SegmentKeys, WalkedPage
 
 # Min-hash permutations h -> a*h + b (mod 2^64), a odd: fixed, so sketches are stable
 # across processes and machines.
@@ -192,3 +195,67 @@ def pagelet_df(dfs: Sequence[int], quorum: int) -> int:
     if len(dfs) < quorum:
         return 0
     return sorted(dfs, reverse=True)[quorum - 1]
+
+
+# -- the detector ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PageletPage:
+    """The pagelet detector's state for one page."""
+
+    tree: PageTree  # the page's block tree, the pagelets are cut from
+    count: int  # pagelets of the page (with text)
+    sketches: list[PageletSketch]  # those fingerprinted
+    keys: list[int]  # their min-hash keys that are not segment keys of the page, sorted
+    template: list[tuple[PageletSketch, int]] = field(default_factory=list)  # template ones and their DF (the vote)
+
+
+class Pagelets:
+    """The pagelets' part in a page's decision: min-hash keys in the host's table, and a vote
+    that makes the blocks of template pagelets template outright (pagelets.enabled)."""
+
+    def needs_cues(self, table: HostTable, params: EngineParams) -> bool:
+        return params.pagelets.tracked
+
+    def prepare(
+        self, page: WalkedPage, segments: SegmentKeys, table: HostTable, params: EngineParams
+    ) -> PageletPage | None:
+        pgp = params.pagelets
+        if not pgp.tracked or page.cues is None:
+            return None
+        count, sketches = page_sketches(page.cues, pgp)
+        keys = sorted({key for p in sketches for key in p.keys} - segments.distinct)
+        return PageletPage(page.cues, count, sketches, keys)
+
+    def vote(self, mine: PageletPage, dfs: list[int], ballot: Ballot) -> None:
+        # Template pagelets: a pagelet's DF (the quorum-th highest DF of its min-hash keys)
+        # reached the threshold. Only once the table judges at all (a warm host).
+        if not mine.sketches or not ballot.warm:
+            return
+        params = ballot.params
+        pgp = params.pagelets
+        threshold = params.table.threshold(ballot.pages, pgp.template_df)
+        pl_df = dict(zip(mine.keys, dfs, strict=True))
+        quorum = pgp.quorum
+        for p in mine.sketches:
+            pdf = pagelet_df([pl_df.get(key, 0) for key in p.keys], quorum)
+            if pdf >= threshold:
+                mine.template.append((p, pdf))
+        if pgp.enabled:
+            for p, _ in mine.template:
+                ballot.vote_outright(p.first, p.end)
+
+
+PAGELETS = Pagelets()
+
+
+def pagelet_report(mine: PageletPage, texts: list[str], max_listed: int) -> PageletReport:
+    """What a template event says about the page's pagelets: how many it has, how many are
+    template, and the first `max_listed` template ones."""
+    listed = []
+    for p, pdf in mine.template[:max_listed]:
+        text = " ".join(texts[p.first : p.end])
+        path = pagelet_path(mine.tree, p)
+        listed.append(TemplatePagelet(p.keys[0], pdf, p.links, p.order, p.first, p.end, path, text))
+    return PageletReport(mine.count, len(mine.template), tuple(listed))

@@ -17,11 +17,12 @@ segment table's.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,7 +38,9 @@ from ..page.cues import (
     TAG_GROUPS,
 )
 from ..page.tree import PageTree, node_columns, text_stats
-from ..params import PageLevelParams
+from ..params import EngineParams, PageLevelParams
+from ..table import HostTable
+from .base import Ballot, SegmentKeys, WalkedPage
 from .isotonic import isotonic_tree
 
 # -- features -------------------------------------------------------------------------
@@ -302,46 +305,95 @@ def block_scores(
 
 def overrule(
     scores: NDArray[np.float64],
-    rows: list[tuple[str, str, int, int, float]],
+    chars: Sequence[int],
+    template_chars: Sequence[int],
     cold: bool,
     max_ratio: float,
     plp: PageLevelParams,
     early: bool = False,
+    outright: bytearray | None = None,
 ) -> list[bool | None]:
     """Where the model's verdict replaces the table's: for each block, template (True),
     content (False) or None (the table decides).
 
-    `rows` are the blocks' (path, text, chars, template chars, ratio) from the table. On a
-    cold host the model judges every block (threshold); once the table has learned
-    something it may only turn blocks the table keeps into template (warm_threshold, or
-    threshold while the host is `early`: fewer pages than the table's template_df),
-    as `combine` says. Guard: when the model would remove more than `max_removed_share`
+    `chars` and `template_chars` are the blocks' text lengths and the part of them in
+    template segments (the table's tally); `outright` marks blocks already voted template
+    outright (template pagelets), which the model does not judge. On a cold host the
+    model judges every block (threshold); once the table has learned something it may
+    only turn blocks the table keeps into template (warm_threshold, or threshold while
+    the host is `early`: fewer pages than the table's template_df), as `combine` says.
+    Guard: when the model would remove more than `max_removed_share`
     (`cold_max_removed_share` on a cold host) of the text it judges, the page is not
     one it knows (a page of nothing but link lists, such as a documentation index),
     and the table decides alone.
     """
-    n = len(rows)
+    n = len(chars)
     if cold:
         judged = [True] * n
         threshold = plp.threshold
     elif plp.combine == "union":
-        judged = [row[4] <= max_ratio for row in rows]
+        judged = [t / c <= max_ratio for c, t in zip(chars, template_chars, strict=True)]
         threshold = plp.threshold if early else plp.warm_threshold
     elif plp.combine == "silent":
-        judged = [row[3] == 0 for row in rows]
+        judged = [t == 0 for t in template_chars]
         threshold = plp.threshold if early else plp.warm_threshold
     else:
         return [None] * n
+    if outright is not None and not cold:
+        judged = [j and not flag for j, flag in zip(judged, outright, strict=True)]
     out: list[bool | None] = [None] * n
     base = 0
     removed = 0
-    for i, row in enumerate(rows):
+    for i, c in enumerate(chars):
         if judged[i]:
             template = bool(scores[i] > threshold)
             out[i] = template
-            base += row[2]
+            base += c
             if template:
-                removed += row[2]
+                removed += c
     if base and removed > (plp.cold_max_removed_share if cold else plp.max_removed_share) * base:
         return [None] * n
     return out
+
+
+# -- the detector ---------------------------------------------------------------------------
+
+
+class PageScores(NamedTuple):
+    """The page-level model's state for one page: each block's smoothed templateness."""
+
+    scores: NDArray[np.float64]
+    keys: tuple[int, ...] = ()  # it keeps nothing in the host's table
+
+
+class PageLevel:
+    """The page-level model's part in a page's decision: it runs on a host's first pages
+    (`max_host_pages`; all of them when 0), and votes after the table (and the pagelets)
+    on the blocks they keep, as `overrule` says."""
+
+    def needs_cues(self, table: HostTable, params: EngineParams) -> bool:
+        plp = params.pagelevel
+        return plp.enabled and (plp.max_host_pages == 0 or table.pages < plp.max_host_pages)
+
+    def prepare(
+        self, page: WalkedPage, segments: SegmentKeys, table: HostTable, params: EngineParams
+    ) -> PageScores | None:
+        if page.cues is None or not self.needs_cues(table, params):
+            return None
+        plp = params.pagelevel
+        model = load_model(plp.model)
+        return PageScores(
+            block_scores(page.cues, model, plp.smoothing, plp.weighting, plp.max_values, plp.max_smooth_nodes)
+        )
+
+    def vote(self, mine: PageScores, dfs: list[int], ballot: Ballot) -> None:
+        params = ballot.params
+        tally = ballot.tally()
+        early = ballot.pages < params.table.template_df
+        ballot.overrule = overrule(
+            mine.scores, tally.chars, tally.template_chars, not ballot.warm, params.table.template_ratio,
+            params.pagelevel, early, ballot.outright,
+        )
+
+
+PAGE_LEVEL = PageLevel()
