@@ -32,11 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     # Each command registers itself from the module that owns its concern.
     from . import offline
     from .stream import commands as stream_cmd
-    from .tools import bench, cluster_cmd, evaluate, pagelet_cmd, samples, show
+    from .tools import bench, bench_stream, broker, cluster_cmd, evaluate, pagelet_cmd, samples, show, soak
     from .tools import train_cmd as pagelevel_cmd
 
-    for module in (offline, samples, evaluate, bench, show, stream_cmd, pagelet_cmd, cluster_cmd, pagelevel_cmd):
-        module.register(sub)
+    # In the order `detemplate --help` lists them.
+    for register in (
+        offline.register, samples.register, evaluate.register, bench.register, show.register,
+        stream_cmd.register_worker, broker.register, stream_cmd.register_clients, bench_stream.register,
+        soak.register, pagelet_cmd.register, cluster_cmd.register, pagelevel_cmd.register,
+    ):
+        register(sub)
     return parser
 
 

@@ -1,13 +1,11 @@
-"""CLI commands of the stream shell: worker, broker, produce, consume, bench-stream, bench-soak."""
+"""CLI commands of the stream shell: worker, produce, consume (cli.py registers them)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib
 import logging
-import signal
 import sys
 from typing import Any
 
@@ -62,7 +60,8 @@ def add_security_arguments(p: argparse.ArgumentParser) -> None:
                    "(env DETEMPLATE_SSL_CHECK_HOSTNAME)")
 
 
-def register(subparsers: Any) -> None:
+def register_worker(subparsers: Any) -> None:
+    """`worker`: one stream worker of the consumer group."""
     p = subparsers.add_parser(
         "worker",
         help="run a stream worker: pages.raw -> pages.clean, templates.events, pages.dead",
@@ -80,16 +79,9 @@ def register(subparsers: Any) -> None:
     )
     p.set_defaults(func=_worker)
 
-    p = subparsers.add_parser(
-        "broker",
-        help="start the bundled local test broker (Tansu) and create the topics; for trying it out",
-        description="Start the bundled Tansu broker (in memory) on 127.0.0.1, create every topic with its "
-        "partition count, print how to use it, and run until Ctrl-C. Not for production.",
-    )
-    p.add_argument("--port", type=int, default=9092, help="listen port (default 9092; 0 = any free port)")
-    p.add_argument("--partitions", type=int, help="partitions of pages.raw and the state changelog")
-    p.set_defaults(func=_broker)
 
+def register_clients(subparsers: Any) -> None:
+    """`produce` and `consume`: plain Kafka clients of the worker's topics."""
     p = subparsers.add_parser(
         "produce",
         help="send raw pages to pages.raw, keyed by host, from the inputs `run` reads",
@@ -112,12 +104,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", "-o", help="write to FILE instead of stdout")
     p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
     p.set_defaults(func=_consume)
-
-    from ..tools import bench_stream as bench
-    from ..tools import soak
-
-    bench.register(subparsers)
-    soak.register(subparsers)
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> settings_mod.StreamSettings:
@@ -159,33 +145,6 @@ def _worker(args: argparse.Namespace) -> int:
                 settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
     worker.execute_from_commandline()  # returns only via sys.exit
-    return 0
-
-
-def _broker(args: argparse.Namespace) -> int:
-    from ..tools.broker import LocalBroker, free_port
-
-    settings = settings_mod.load(partitions=args.partitions, out_partitions=args.partitions)
-    port = args.port or free_port()
-    with LocalBroker(port) as broker:
-        broker.create_topics(settings.topic_partitions())
-        print(
-            f"Tansu test broker on {broker.url} (in memory: everything is lost when it stops).\n"
-            f"Topics: {', '.join(f'{t} ({n})' for t, n in settings.topic_partitions().items())}\n"
-            "Try the round trip in other shells:\n"
-            f"  export DETEMPLATE_BROKER={broker.url} DETEMPLATE_TANSU=1\n"
-            "  detemplate worker --data-dir /tmp/detemplate-worker\n"
-            "  detemplate produce pages.jsonl\n"
-            "  detemplate consume --topic pages.clean\n"
-            "Ctrl-C stops the broker.",
-            flush=True,
-        )
-        # Block the signals and wait for them, so that Ctrl-C and SIGTERM both reach the
-        # `with` exit that stops the broker (an unhandled SIGTERM would orphan it).
-        stop = {signal.SIGINT, signal.SIGTERM}
-        signal.pthread_sigmask(signal.SIG_BLOCK, stop)
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.sigwait(stop)
     return 0
 
 

@@ -17,11 +17,14 @@ launcher that adds those conditions and makes each PUT atomic (see `_S3RVER_LAUN
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import fcntl
 import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -29,9 +32,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from ..engine.errors import ConfigError
+from ..settings import load as load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -395,3 +399,43 @@ class LocalBroker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "broker",
+        help="start the bundled local test broker (Tansu) and create the topics; for trying it out",
+        description="Start the bundled Tansu broker (in memory) on 127.0.0.1, create every topic with its "
+        "partition count, print how to use it, and run until Ctrl-C. Not for production.",
+    )
+    p.add_argument("--port", type=int, default=9092, help="listen port (default 9092; 0 = any free port)")
+    p.add_argument("--partitions", type=int, help="partitions of pages.raw and the state changelog")
+    p.set_defaults(func=_broker)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    settings = load_settings(partitions=args.partitions, out_partitions=args.partitions)
+    port = args.port or free_port()
+    with LocalBroker(port) as broker:
+        broker.create_topics(settings.topic_partitions())
+        print(
+            f"Tansu test broker on {broker.url} (in memory: everything is lost when it stops).\n"
+            f"Topics: {', '.join(f'{t} ({n})' for t, n in settings.topic_partitions().items())}\n"
+            "Try the round trip in other shells:\n"
+            f"  export DETEMPLATE_BROKER={broker.url} DETEMPLATE_TANSU=1\n"
+            "  detemplate worker --data-dir /tmp/detemplate-worker\n"
+            "  detemplate produce pages.jsonl\n"
+            "  detemplate consume --topic pages.clean\n"
+            "Ctrl-C stops the broker.",
+            flush=True,
+        )
+        # Block the signals and wait for them, so that Ctrl-C and SIGTERM both reach the
+        # `with` exit that stops the broker (an unhandled SIGTERM would orphan it).
+        stop = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.sigwait(stop)
+    return 0
