@@ -1,6 +1,6 @@
 """Page types of three development sites by URL, and cluster purity against them.
 
-Used by the quality gate (tests/test_eval_gate.py: the engine's template clusters) and
+Used by the quality gate (tests/tools/test_eval_gate.py: the engine's template clusters) and
 by scripts/measure_clusters.py. The rules are approximate by nature (a URL names a page
 type, not a layout): lilianweng-hugo's `tags/*/page/1/` pages, for one, are redirect
 stubs of a layout of their own.

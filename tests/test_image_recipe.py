@@ -226,7 +226,7 @@ def test_k8s_manifests() -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts[claim["metadata"]["name"]] == settings.data_dir
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
-    # Probes and scraping on the metrics server's port and paths (worker/metrics.py).
+    # Probes and scraping on the metrics server's port and paths (worker/stream/metrics.py).
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["metrics"] == METRICS_PORT
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}

@@ -105,7 +105,7 @@ S3RVER_VERSION = "3.7.1"
 # Requests on one object run one at a time (check, write and read are each one step).
 _S3RVER_LAUNCHER = """\
 'use strict';
-// Written by detemplate (worker/broker.py): s3rver with conditional, atomic PUTs, for Tansu.
+// Written by detemplate (worker/tools/broker.py): s3rver with conditional, atomic PUTs, for Tansu.
 const crypto = require('crypto');
 const fs = require('fs-extra');
 const path = require('path');

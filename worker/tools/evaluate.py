@@ -7,7 +7,7 @@ store, through `detemplate.engine.pipeline.process_page` exactly as `detemplate 
 kept text of each page is scored against its gold.
 
 The metric is the one of the reference scorer (../shared/tools/score.py), reimplemented
-here and checked against it by tests/test_evaluate.py:
+here and checked against it by tests/tools/test_evaluate.py:
 
 - tokens are the lower-cased ``\\w+`` runs of a text (Unicode word characters);
 - per page, P = shared tokens / output tokens and R = shared tokens / gold tokens, where

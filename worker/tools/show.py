@@ -467,7 +467,7 @@ def load_state_table(state: str, host: str, params: EngineParams) -> tuple[HostT
 
     Either the RocksDB state of `detemplate run --state`, or the data folder of a stream
     worker (DETEMPLATE_DATA_DIR: Faust's ``v1/tables/<table>-<partition>.db``, holding the
-    changelog records of worker/stream/state.py), opened read-only.
+    changelog records of worker/state/changelog.py), opened read-only.
     """
     path = Path(state)
     if (path / "CURRENT").is_file():

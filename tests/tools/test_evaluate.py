@@ -18,7 +18,7 @@ from detemplate.tools.evaluate import GoldPage, page_prf, page_removal, score_te
 
 from tests.factories import interleave, make_site
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 SCORE_PY = SHARED / "tools" / "score.py"
 REAL_CORPUS = SHARED / "corpora" / "site-rust-cookbook-mdbook"
 

@@ -21,7 +21,7 @@ _DIGEST = (
 
 def test_same_site_in_another_process() -> None:
     here = hashlib.sha256("".join(p.page.html for p in make_site("d.example", 5, seed=3, layout="news")).encode())
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", _DIGEST], capture_output=True, text=True, cwd=root, check=True)
     assert out.stdout.strip() == here.hexdigest()
 

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 
 from tests.factories import interleave, make_site, write_jsonl
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 NAMES = ("raw-page", "clean-page", "template-event", "dead-letter")
 
 

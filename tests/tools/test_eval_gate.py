@@ -17,8 +17,8 @@ import pytest
 from detemplate.engine.params import EngineParams
 from detemplate.tools.evaluate import evaluate_corpus, load_corpus
 
-CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
-FLOORS_FILE = Path(__file__).with_name("eval_floors.json")
+CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
+FLOORS_FILE = Path(__file__).resolve().parents[1] / "eval_floors.json"
 
 
 def _floors() -> dict[str, Any]:

@@ -18,7 +18,7 @@ from selectolax.lexbor import LexborHTMLParser
 from tests.factories import interleave, make_page, make_site, norm
 
 PARAMS = EngineParams()
-# The table's own cold start, without the page-level model (tests/test_pagelevel.py has that).
+# The table's own cold start, without the page-level model (tests/engine/detectors/test_pagelevel.py has that).
 TABLE_ONLY = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, enabled=False))
 
 

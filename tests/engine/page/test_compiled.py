@@ -197,3 +197,37 @@ def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() ->
 
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
+
+
+# -- the compiled walk's dependency: selectolax's private ABI -------------------------------------
+
+# The compiled walk reads lexbor's tree through the functions selectolax's extension
+# exports and one struct offset it finds on a probe page: tested with these versions.
+# pyproject.toml pins the same range; a new selectolax is tried here first.
+TESTED_SELECTOLAX = (">=1.0.2", "<1.1")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def test_selectolax_is_in_the_tested_range_and_pinned_to_it() -> None:
+    import re
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    installed = _version(version("selectolax"))
+    low, high = (_version(bound.lstrip("<>=")) for bound in TESTED_SELECTOLAX)
+    assert low <= installed < high, f"selectolax {version('selectolax')} is outside the tested {TESTED_SELECTOLAX}"
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())["project"]
+    pins = [d for d in project["dependencies"] if re.match(r"selectolax\b", d)]
+    assert pins == ["selectolax" + ",".join(TESTED_SELECTOLAX)]
+
+
+def test_the_compiled_walk_loads_where_a_c_compiler_is() -> None:
+    import shutil
+
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler here: the package installs without the compiled walk")
+    assert compiled.status() == "compiled"

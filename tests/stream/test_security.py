@@ -35,7 +35,7 @@ from detemplate.settings import StreamSettings, load
 
 from tests.factories import make_site, write_jsonl, write_warc
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # -- test certificates -------------------------------------------------------------------------
 

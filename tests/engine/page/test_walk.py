@@ -146,7 +146,7 @@ def test_segment_key_fixed_values(path: str, text: str, expected: int) -> None:
 
 def test_segment_key_is_stable_across_processes() -> None:
     code = "from detemplate.engine.keys import segment_key; print(segment_key('html/body/div/p', 'Hello, world'))"
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run(
