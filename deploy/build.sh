@@ -7,7 +7,8 @@
 #
 #   deploy/build.sh VENV [SRC]      SRC: the project folder (default: this script's parent)
 #
-# Environment: PYTHON (default python3), EXTRAS (default stream), PIP_* as pip reads them.
+# Environment: PYTHON (default python3), EXTRAS (default stream), REQUIRE_COMPILED (1: fail unless
+# the compiled page walk loads; the Dockerfile sets it), PIP_* as pip reads them.
 set -eu
 VENV=${1:?usage: deploy/build.sh VENV [SRC]}
 SRC=${2:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -23,3 +24,8 @@ set -- "$WHEELS"/detemplate-*.whl
 "$VENV/bin/pip" install --quiet --disable-pip-version-check \
     --constraint "$SRC/deploy/constraints.txt" "$1[$EXTRAS]"
 "$VENV/bin/detemplate" --version
+if [ "${REQUIRE_COMPILED:-0}" = 1 ]; then
+  # The compiled walk depends on selectolax's private ABI: a build that cannot load it
+  # stops here, not in production with the slow walk.
+  "$VENV/bin/python" -c 'from detemplate import settings; print("page walk:", settings.use_walk(settings.WalkSettings(require_compiled=True)))'
+fi

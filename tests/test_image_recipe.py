@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import fields
@@ -29,7 +30,11 @@ from tests.factories import make_site, write_jsonl
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-SETTING_NAMES = {settings_mod.ENV_PREFIX + f.name.upper() for f in fields(settings_mod.StreamSettings)}
+SETTING_NAMES = {
+    settings_mod.ENV_PREFIX + f.name.upper()
+    for kind in (settings_mod.StreamSettings, settings_mod.WalkSettings)
+    for f in fields(kind)
+}
 METRICS_PORT = 9100
 
 
@@ -68,6 +73,8 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert only(build, "FROM")[0].endswith("AS build")
     # The build stage runs the tested recipe, and the runtime takes only its virtualenv.
     assert any("deploy/build.sh /opt/venv" in run for run in only(build, "RUN"))
+    # A build whose compiled page walk does not load fails, and the worker refuses to start without it.
+    assert any("REQUIRE_COMPILED=1 deploy/build.sh" in run for run in only(build, "RUN"))
     assert only(runtime, "COPY") == ["--from=build /opt/venv /opt/venv"]
     user = only(runtime, "USER")
     assert user and user[-1].split(":")[0] not in ("root", "0")
@@ -78,6 +85,7 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert entry == ["detemplate"]
     assert json.loads(only(runtime, "CMD")[-1]) == ["worker"]
     env = " ".join(only(runtime, "ENV"))
+    assert "DETEMPLATE_REQUIRE_COMPILED=1" in env
     data_dir = re.search(r"DETEMPLATE_DATA_DIR=(\S+)", env)
     assert data_dir is not None
     assert json.loads(only(runtime, "VOLUME")[-1]) == [data_dir.group(1)]
@@ -123,6 +131,8 @@ def test_recipe_builds_a_venv_that_runs(tmp_path: Path) -> None:
     base = getattr(sys, "_base_executable", sys.executable)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PYTHON"] = base
+    if shutil.which("cc") or shutil.which("gcc"):
+        env["REQUIRE_COMPILED"] = "1"  # as the image builds it
     build = subprocess.run(
         ["sh", str(DEPLOY / "build.sh"), str(venv), str(ROOT)],
         capture_output=True,
