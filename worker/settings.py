@@ -260,10 +260,6 @@ class StreamSettings:
         """The broker list with a ``kafka://`` scheme on each entry, as Faust wants it."""
         return ",".join(s if "://" in s else f"kafka://{s}" for s in (x.strip() for x in self.broker.split(",")))
 
-    @property
-    def data_path(self) -> Path:
-        return Path(self.data_dir)
-
     def topic_partitions(self) -> dict[str, int]:
         """Every topic the worker uses, with its partition count (create them all explicitly)."""
         return {

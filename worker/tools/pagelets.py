@@ -234,17 +234,6 @@ def page_pagelets(
     return pagelets
 
 
-def page_links(tree: LexborHTMLParser, url: str) -> list[str]:
-    """Every absolute link of a page (for the link graph of the global algorithm)."""
-    base = base_url(tree, url)
-    out = []
-    for node in tree.css("a[href]"):
-        u = resolve(base, node.attributes.get("href") or "")
-        if u is not None:
-            out.append(u)
-    return out
-
-
 @dataclass(slots=True)
 class PageRecord:
     """What the detectors keep of one page: its pagelets (with text) and its out-links."""
