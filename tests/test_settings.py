@@ -49,3 +49,25 @@ def test_env_for_reproduces_the_settings_in_a_child(tmp_path: Path) -> None:
         env = env_for(s)
         assert set(env) == {ENV_PREFIX + f.name.upper() for f in fields(StreamSettings)}
         assert load(env) == s
+
+
+def test_walk_settings_come_from_the_environment() -> None:
+    from detemplate.settings import WalkSettings, load_walk
+
+    assert load_walk({}) == WalkSettings()
+    assert load_walk({"DETEMPLATE_PURE_PYTHON": "1", "DETEMPLATE_REQUIRE_COMPILED": "yes"}) == WalkSettings(True, True)
+    with pytest.raises(ConfigError):
+        load_walk({"DETEMPLATE_REQUIRE_COMPILED": "maybe"})
+
+
+def test_a_command_refuses_to_start_without_the_compiled_walk_when_it_is_required() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DETEMPLATE_PURE_PYTHON": "1", "DETEMPLATE_REQUIRE_COMPILED": "1"}
+    out = subprocess.run([sys.executable, "-m", "detemplate", "worker", "--broker", "kafka://127.0.0.1:1"],
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2
+    said = "DETEMPLATE_REQUIRE_COMPILED is set, but the page walk is python (DETEMPLATE_PURE_PYTHON is set)"
+    assert said in out.stderr

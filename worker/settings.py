@@ -300,14 +300,20 @@ def _parse(kind: Any, name: str, text: str) -> Any:
     return text
 
 
-def load(environ: Mapping[str, str] | None = None, **overrides: Any) -> StreamSettings:
-    """Settings from defaults, then ``DETEMPLATE_*`` variables, then `overrides` (flags)."""
+def _from_env(kind: Any, environ: Mapping[str, str] | None) -> dict[str, Any]:
+    """The fields of the settings class `kind` that ``DETEMPLATE_*`` variables set, parsed."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
-    for f in fields(StreamSettings):
+    for f in fields(kind):
         text = env.get(ENV_PREFIX + f.name.upper())
         if text is not None:
             values[f.name] = _parse(f.type, f.name, text)
+    return values
+
+
+def load(environ: Mapping[str, str] | None = None, **overrides: Any) -> StreamSettings:
+    """Settings from defaults, then ``DETEMPLATE_*`` variables, then `overrides` (flags)."""
+    values = _from_env(StreamSettings, environ)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return StreamSettings(**values)
 
@@ -336,13 +342,7 @@ class WalkSettings:
 
 def load_walk(environ: Mapping[str, str] | None = None) -> WalkSettings:
     """WalkSettings from defaults, then ``DETEMPLATE_*`` variables."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for f in fields(WalkSettings):
-        text = env.get(ENV_PREFIX + f.name.upper())
-        if text is not None:
-            values[f.name] = _parse(f.type, f.name, text)
-    return WalkSettings(**values)
+    return WalkSettings(**_from_env(WalkSettings, environ))
 
 
 def use_walk(settings: WalkSettings, segment: SegmentParams | None = None) -> str:
