@@ -24,7 +24,6 @@ the stream's per-page deltas replay `Outcome.applied` in that order).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -125,9 +124,15 @@ def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> Pag
     distinct = {seg[0] for block in walked.blocks for seg in block[1]}
     segments = SegmentKeys(sorted(distinct), distinct)
     contributions = tuple([d.prepare(walked, segments, table, params) for d in DETECTORS])
-    parts = [c.keys for c in contributions if c is not None and c.keys]
+    parts: list[Sequence[int]] = [c.keys for c in contributions if c is not None and c.keys]
+    if not parts:
+        return PageKeys(contributions, [])
     # One update of the host's table: segment keys, then pagelet keys, then cluster keys.
-    applied = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+    applied = parts[0]
+    if len(parts) > 1:
+        applied = list(applied)
+        for part in parts[1:]:
+            applied.extend(part)  # a C-level copy, not one iteration step a key
     return PageKeys(contributions, applied)
 
 
@@ -169,7 +174,7 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
     for i, (block, text, chars, tchars) in enumerate(
         zip(walked.blocks, walked.texts, tally.chars, tally.template_chars, strict=True)
     ):
-        ratio = tchars / chars
+        ratio = tchars / chars if tchars else 0.0
         by = method
         is_template = ratio > max_ratio
         if not is_template and outright is not None and outright[i]:

@@ -332,15 +332,23 @@ def overrule(
         judged = [True] * n
         threshold = plp.threshold
     elif plp.combine == "union":
-        judged = [t / c <= max_ratio for c, t in zip(chars, template_chars, strict=True)]
+        # The blocks the table keeps (template share at most max_ratio; none with no template text).
+        if outright is None:
+            judged = [not t or t / c <= max_ratio for c, t in zip(chars, template_chars, strict=True)]
+        else:
+            judged = [
+                not flag and (not t or t / c <= max_ratio)
+                for c, t, flag in zip(chars, template_chars, outright, strict=True)
+            ]
         threshold = plp.threshold if early else plp.warm_threshold
     elif plp.combine == "silent":
-        judged = [t == 0 for t in template_chars]
+        if outright is None:
+            judged = [t == 0 for t in template_chars]
+        else:
+            judged = [t == 0 and not flag for t, flag in zip(template_chars, outright, strict=True)]
         threshold = plp.threshold if early else plp.warm_threshold
     else:
         return [None] * n
-    if outright is not None and not cold:
-        judged = [j and not flag for j, flag in zip(judged, outright, strict=True)]
     out: list[bool | None] = [None] * n
     base = 0
     removed = 0
