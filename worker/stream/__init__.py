@@ -1,9 +1,11 @@
 """The stream shell: a Faust worker between pages.raw and pages.clean / templates.events / pages.dead.
 
-app.py      the Faust app, topics and the agent (decode -> pipeline.decide -> send)
-state.py    the per-host state on the changelog: page deltas, snapshots, rebuild (pure)
+app.py      the Faust app, topics and the agent (decode -> engine.pipeline.decide -> send)
+commits.py  offset commits that never pass over an unprocessed message
+store.py    Faust's RocksDB store, plus what to do with a corrupt partition database
 tansu.py    the client-side workaround for the Tansu test broker (off against Kafka)
 kafka_io.py plain aiokafka producer/consumer helpers for the produce/consume commands
-commands.py the CLI commands: worker, broker, produce, consume, bench-stream
-bench.py    the stream benchmark
+metrics.py  Prometheus metrics, liveness and readiness endpoints
+commands.py the CLI commands: worker, produce, consume
+The per-host state's changelog records are state/changelog.py's.
 """

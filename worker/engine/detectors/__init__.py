@@ -1,5 +1,7 @@
-"""Detectors beside the per-host segment table.
+"""The engine's detectors, one module each behind one interface (base.py; docs/engine.md).
 
-pagelevel, isotonic, train, commands: the page-level templateness model (Chakrabarti,
-Kumar, Punera) that judges a host's first pages from the page alone; see docs/pagelevel.md.
+segments.py   the segment table's vote (Wang et al.)
+pagelets.py   pagelet min-hashes in the host's table (Bar-Yossef and Rajagopalan)
+clusters.py   template clusters per host (TEXT-MDL's MinHash/LSH variants)
+pagelevel.py  the page-level model (Chakrabarti, Kumar, Punera), with isotonic.py and data/pagelevel.json
 """
