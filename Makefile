@@ -23,7 +23,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -p no:cacheprovider tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check worker tests
+	$(BIN)/ruff check worker tests scripts
 	$(BIN)/mypy
 
 ## bench: detector speed against the bare lexbor parse + text walk, on the development corpora when present
