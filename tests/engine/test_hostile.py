@@ -47,10 +47,18 @@ def _decide(html: str, params: EngineParams = PARAMS) -> tuple[str, str]:
     for block in clean.blocks:
         assert block.chars > 0
         assert 0.0 <= block.ratio <= 1.0
-    # Every kept word comes from the page's text: nothing is invented.
+    # Every kept word comes from the page's text: nothing is invented. (A segment joins
+    # the text of inline elements as a browser renders it, so a word is a piece of the
+    # page's visible text with its white space and hidden elements taken out.)
     tree = LexborHTMLParser(html)
-    page_words = set(WORD.findall(tree.root.text(separator=" "))) if tree.root is not None else set()
-    assert set(WORD.findall(clean.text)) <= page_words
+    visible = ""
+    if tree.root is not None:
+        hidden = [n for n in tree.root.traverse(include_text=False) if n.tag in PARAMS.segment.skip_tags]
+        for node in reversed(hidden):  # the innermost first: an outer node frees its subtree
+            if node is not tree.root:
+                node.decompose()
+        visible = "".join(tree.root.text(separator="").split())
+    assert all(word in visible for word in WORD.findall(clean.text))
     encode_clean(clean)
     return "clean", ""
 

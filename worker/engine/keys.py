@@ -39,6 +39,12 @@ def segment_key(path: str, text: str) -> int:
     return xxh3_64_intdigest(f"{path}\x00{text}".encode())
 
 
+def layout_key(path: str) -> int:
+    """Stable 64-bit key of a layout path (tags and classes of the layout elements to an
+    element): XXH3-64 of its UTF-8 after a \\x01 byte, so it never equals a segment key."""
+    return xxh3_64_intdigest(f"\x01{path}".encode())
+
+
 def is_tagged_key(key: int) -> bool:
     """Whether a table key is a tagged (pagelet or cluster) key, not a segment key."""
     return key & TAG_MASK == TAG

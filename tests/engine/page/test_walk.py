@@ -43,14 +43,43 @@ def test_blocks_are_cut_at_layout_tags_only() -> None:
         "</body></html>"
     )
     assert blocks_of(html) == [
-        # Inline tags separate text segments but do not start a block; text after a
-        # nested block still belongs to the outer block.
-        ("html/body/div", ["intro", "bold", "link", "tail", "after inner"]),
+        # Inline tags neither start a block nor cut a segment: a segment is a run of text,
+        # which a nested block ends; text after it still belongs to the outer block.
+        ("html/body/div", ["intro bold link tail", "after inner"]),
         ("html/body/div/div", ["inner"]),
         ("html/body/ul/li", ["one"]),
-        ("html/body/ul/li", ["two", "span"]),
+        ("html/body/ul/li", ["two span"]),
         ("html/body/footer", ["foot"]),
     ]
+
+
+def test_a_segment_is_a_line_of_text() -> None:
+    html = (
+        "<html><body><div><h1>Ti<span>tle</span></h1><p>Some <b>bold</b> text with <a href='/x'>a link</a>.</p>"
+        "<pre><span class='k'>for</span> <span class='n'>x</span> in y:<br>    pass</pre>"
+        "Tail<br>after a break<hr>after a rule</div></body></html>"
+    )
+    # Line elements (p, h1..h6, pre, br, hr...) end a segment; inline ones join the text
+    # as a browser renders it ("Ti<span>tle</span>" is one word); each segment's path
+    # names its line element.
+    _, blocks = segment_html(html, SegmentParams())
+    assert [s.text for s in blocks[0].segments] == [
+        "Title", "Some bold text with a link.", "for x in y:", "pass", "Tail", "after a break", "after a rule",
+    ]
+    heading = segment_html("<html><body><div><h1>Title</h1></div></body></html>", CUT)[1][0].segments[0]
+    bare = segment_html("<html><body><div>Title</div></body></html>", CUT)[1][0].segments[0]
+    assert heading.text == bare.text and heading.key != bare.key
+
+
+def test_a_run_of_links_is_one_segment_a_link() -> None:
+    menu = (
+        "<html><body><div><a href='/1'>One</a> | <a href='/2'>Two</a> \u00b7 <a href='/3'><b>Thr</b>ee</a></div>"
+        "</body></html>"
+    )
+    assert blocks_of(menu) == [("html/body/div", ["One", "Two", "Three"])]
+    # A link inside a sentence is part of the sentence.
+    sentence = "<html><body><div>See <a href='/1'>one</a> and <a href='/2'>two</a>.</div></body></html>"
+    assert blocks_of(sentence) == [("html/body/div", ["See one and two."])]
 
 
 def test_blocks_without_text_are_left_out_and_indexed_in_order() -> None:
@@ -75,13 +104,12 @@ def test_invisible_text_is_not_a_segment() -> None:
         "<svg><text>svg text</text></svg>also visible</div>"
         "</body></html>"
     )
-    assert blocks_of(html) == [("html/body/div", ["visible", "also visible"])]
+    assert blocks_of(html) == [("html/body/div", ["visiblealso visible"])]
 
 
-def test_comment_separates_text_nodes() -> None:
-    assert blocks_of("<html><body><div>left<!-- c -->right</div></body></html>") == [
-        ("html/body/div", ["left", "right"])
-    ]
+def test_comment_does_not_separate_text() -> None:
+    # As a browser renders it: "left<!-- c -->right" reads "leftright".
+    assert blocks_of("<html><body><div>left<!-- c -->right</div></body></html>") == [("html/body/div", ["leftright"])]
 
 
 def test_whitespace_is_normalised() -> None:

@@ -37,7 +37,7 @@ def walk(
         if fast is not None:
             root = tree.root
             if root is None:
-                return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [])
+                return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
             return PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
     return walk_python(tree, params, text_nodes)
 

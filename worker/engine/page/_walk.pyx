@@ -280,6 +280,7 @@ cdef class _Tag:
     cdef object utf8      # bytes: the name as it goes into paths
     cdef int kind
     cdef int bits
+    cdef bint line        # an inline element that ends a line of text (cues.LINE_TAGS)
 
 
 cdef class Walker:
@@ -303,29 +304,70 @@ cdef class Walker:
     cdef tuple copyright_marks
     cdef dict tag_groups  # tag name -> its column among the tag features (cues.TAG_INDEX)
     cdef Py_ssize_t other_group
+    cdef frozenset line_tags  # cues.LINE_TAGS
+    cdef object has_word  # cues.has_word
+    cdef object layout_classes  # cues.layout_classes
+    cdef dict classes_cache  # cues.LAYOUT_CLASSES
 
     # One walk's state.
     cdef bint cues
     cdef Py_ssize_t max_depth, budget, max_nodes, total
     cdef list paths, parent, tags, depth, start, flags, segments, chars, achars, links, ends, anchors
-    cdef unsigned char *buf  # path, NUL, text: the bytes a segment key hashes
+    cdef list layout, container
+    cdef unsigned char *buf  # the DOM path of the node being visited
     cdef Py_ssize_t cap
-    cdef unsigned char *text_buf
+    cdef unsigned char *text_buf  # one text node's normalised text
     cdef Py_ssize_t text_cap
+    cdef unsigned char *key_buf  # path, NUL, text: the bytes a segment key hashes
+    cdef Py_ssize_t key_cap
+    cdef unsigned char *lbuf  # \x01 and the layout path of the node being visited (keys.layout_key's bytes)
+    cdef Py_ssize_t lcap
+    # The open run of text (page/python.py): its block, that block's path length in buf,
+    # its line element, and its pieces: each text node's normalised text in run_buf, with
+    # whether white space led or trailed it there, and the <a> it is in (-1: none).
+    cdef Py_ssize_t run_blk, run_path_len
+    cdef object run_line
+    cdef unsigned char *run_buf
+    cdef Py_ssize_t run_cap, run_len
+    cdef Py_ssize_t *piece_at
+    cdef Py_ssize_t *piece_len
+    cdef long *piece_anchor
+    cdef unsigned char *piece_edges  # 1: white space before it, 2: after it
+    cdef Py_ssize_t pieces, pieces_cap
+    cdef long anchor_ids
 
     def __cinit__(self):
         self.buf = NULL
         self.cap = 0
         self.text_buf = NULL
         self.text_cap = 0
+        self.key_buf = NULL
+        self.key_cap = 0
+        self.lbuf = NULL
+        self.lcap = 0
+        self.run_buf = NULL
+        self.run_cap = 0
+        self.piece_at = NULL
+        self.piece_len = NULL
+        self.piece_anchor = NULL
+        self.piece_edges = NULL
+        self.pieces_cap = 0
 
     def __dealloc__(self):
         free(self.buf)
         free(self.text_buf)
+        free(self.key_buf)
+        free(self.lbuf)
+        free(self.run_buf)
+        free(self.piece_at)
+        free(self.piece_len)
+        free(self.piece_anchor)
+        free(self.piece_edges)
 
     def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
                  hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
-                 frozenset stopwords, tuple copyright_marks, dict tag_groups, Py_ssize_t other_group):
+                 frozenset stopwords, tuple copyright_marks, dict tag_groups, Py_ssize_t other_group,
+                 frozenset line_tags, has_word, layout_classes, dict classes_cache):
         self.block_tags = block_tags
         self.skip_tags = skip_tags
         self.inherit = inherit
@@ -344,6 +386,10 @@ cdef class Walker:
         self.copyright_marks = copyright_marks
         self.tag_groups = tag_groups
         self.other_group = other_group
+        self.line_tags = line_tags
+        self.has_word = has_word
+        self.layout_classes = layout_classes
+        self.classes_cache = classes_cache
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
         if len(packed) > 256:
             raise ValueError("too many stopwords")
@@ -376,6 +422,7 @@ cdef class Walker:
         info.utf8 = info.name.encode()
         info.kind = SKIP if info.name in self.skip_tags else BLOCK if info.name in self.block_tags else INLINE
         info.bits = self.inherit.get(info.name, 0)
+        info.line = info.kind == INLINE and info.name in self.line_tags
         if tid < N_CACHED:
             self.cached[tid] = info
         return info
@@ -396,47 +443,160 @@ cdef class Walker:
             attr = _next_attr(attr)
         return None
 
-    cdef object _segment(self, void *text_node, Py_ssize_t path_len, Py_ssize_t *chars_out):
-        """The Segment of a text node under the path in buf[:path_len], or None if it has no text."""
+    cdef int _piece(self, const unsigned char *text, Py_ssize_t m, int edges, long anchor) except -1:
+        """Add one text node's normalised text (m bytes; m may be 0 for white space) to the open run."""
+        cdef Py_ssize_t k = self.pieces
+        if k == self.pieces_cap:
+            self.pieces_cap = 2 * k + 16
+            self.piece_at = <Py_ssize_t *>realloc(self.piece_at, self.pieces_cap * sizeof(Py_ssize_t))
+            self.piece_len = <Py_ssize_t *>realloc(self.piece_len, self.pieces_cap * sizeof(Py_ssize_t))
+            self.piece_anchor = <long *>realloc(self.piece_anchor, self.pieces_cap * sizeof(long))
+            self.piece_edges = <unsigned char *>realloc(self.piece_edges, self.pieces_cap)
+            if self.piece_at == NULL or self.piece_len == NULL or self.piece_anchor == NULL or self.piece_edges == NULL:
+                raise MemoryError()
+        _grow(&self.run_buf, &self.run_cap, self.run_len + m)
+        memcpy(self.run_buf + self.run_len, text, m)
+        self.piece_at[k] = self.run_len
+        self.piece_len[k] = m
+        self.piece_anchor[k] = anchor
+        self.piece_edges[k] = edges
+        self.run_len += m
+        self.pieces = k + 1
+        return 0
+
+    cdef Py_ssize_t _add_text(self, void *text_node, Py_ssize_t blk, Py_ssize_t path_len, object line,
+                              long anchor) except -1:
+        """Put a text node into the open run of `blk` (whose path is buf[:path_len]); returns
+        its length in characters as the cues count text (0 for white space)."""
         cdef lexbor_str *raw = <lexbor_str *>(<char *>text_node + _text_offset)
-        cdef Py_ssize_t n = raw.length, m
-        cdef object text
-        cdef object utf8
-        cdef const char *p
-        cdef Py_ssize_t plen
-        cdef Py_ssize_t chars
+        cdef Py_ssize_t n = raw.length, m, i, chars
+        cdef int edges = 0
+        cdef bint ascii = True
         if raw.data == NULL or n == 0:
-            return None
+            return 0
+        if not self.pieces:
+            self.run_blk = blk
+            self.run_path_len = path_len
+            self.run_line = line
         self._reserve_text(n)
         m = _normalize(raw.data, n, self.text_buf)
         if m == 0:
-            return None
+            self._piece(self.text_buf, 0, 3, anchor)
+            return 0
+        if _space_len(raw.data, 0, n):
+            edges = 1
+        # Trailing white space: the normalised text ends before the raw text does, in
+        # something other than the last character's own bytes (found from the end).
+        i = n - 1
+        while i > 0 and (raw.data[i] & 0xC0) == 0x80:
+            i -= 1
+        if _space_len(raw.data, i, n):
+            edges |= 2
+        for i in range(m):
+            if self.text_buf[i] >= 0x80:
+                ascii = False
+                break
+        if ascii:
+            self._piece(self.text_buf, m, edges, anchor)
+            return m
         try:
-            text = PyUnicode_DecodeUTF8(<const char *>self.text_buf, m, NULL)
-            p = <const char *>self.text_buf
-            plen = m
+            chars = PyUnicode_GET_LENGTH(PyUnicode_DecodeUTF8(<const char *>self.text_buf, m, NULL))
+            self._piece(self.text_buf, m, edges, anchor)
         except UnicodeDecodeError:
             # Bytes lexbor passed through: decode as selectolax does, then split as Python does.
             text = " ".join(PyUnicode_DecodeUTF8(<const char *>raw.data, n, "replace").split())
-            if not text:
-                return None
             utf8 = text.encode()
-            p = <const char *>utf8
-            plen = len(utf8)
-        self._reserve(path_len + 1 + plen)
-        self.buf[path_len] = 0
-        memcpy(self.buf + path_len + 1, p, plen)
-        key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.buf, path_len + 1 + plen))
-        chars = PyUnicode_GET_LENGTH(text)
-        chars_out[0] = chars
+            chars = len(text)
+            self._piece(<const unsigned char *><const char *>utf8, len(utf8), edges, anchor)
+        return chars
+
+    cdef bint _plain_words(self) except -1:
+        """Whether a piece of the open run outside links holds a letter or digit."""
+        cdef Py_ssize_t k, i, at, m
+        cdef unsigned char c
+        cdef bint ascii
+        for k in range(self.pieces):
+            if self.piece_anchor[k] >= 0:
+                continue
+            at = self.piece_at[k]
+            m = self.piece_len[k]
+            ascii = True
+            for i in range(m):
+                c = self.run_buf[at + i]
+                if c >= 0x80:
+                    ascii = False
+                elif (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122):
+                    return True
+            if not ascii and self.has_word(PyUnicode_DecodeUTF8(<const char *>self.run_buf + at, m, "replace")):
+                return True
+        return False
+
+    cdef int _flush(self) except -1:
+        """Close the open run: its segment, or one a link for a run of links (page/python.py)."""
+        cdef Py_ssize_t k, start, distinct = 0
+        cdef long last = -1
+        if not self.pieces:
+            return 0
+        for k in range(self.pieces):
+            if self.piece_anchor[k] >= 0 and self.piece_anchor[k] != last:
+                distinct += 1
+                last = self.piece_anchor[k]
+        if distinct >= 2 and not self._plain_words():
+            start = 0
+            while start < self.pieces:
+                if self.piece_anchor[start] < 0:
+                    start += 1
+                    continue
+                k = start
+                while k < self.pieces and self.piece_anchor[k] == self.piece_anchor[start]:
+                    k += 1
+                self._emit(start, k)
+                start = k
+        else:
+            self._emit(0, self.pieces)
+        self.pieces = 0
+        self.run_len = 0
+        return 0
+
+    cdef int _emit(self, Py_ssize_t first, Py_ssize_t end) except -1:
+        """The segment of the open run's pieces [first, end), joined as " ".join("".join(raw).split())."""
+        cdef Py_ssize_t head = self.run_path_len, k, at, m, j, start_text
+        cdef bint gap = False, empty = True
+        line = self.run_line
+        cdef Py_ssize_t line_len = len(line) if line is not None else 0
+        _grow(&self.key_buf, &self.key_cap, head + 2 + line_len + 2 * self.run_len + self.pieces)
+        memcpy(self.key_buf, self.buf, head)
+        if line_len:
+            self.key_buf[head] = 47  # "/"
+            memcpy(self.key_buf + head + 1, <const char *>line, line_len)
+            head += 1 + line_len
+        self.key_buf[head] = 0
+        start_text = j = head + 1
+        for k in range(first, end):
+            m = self.piece_len[k]
+            if m == 0:
+                gap = True
+                continue
+            if not empty and (gap or (self.piece_edges[k] & 1)):
+                self.key_buf[j] = 32
+                j += 1
+            memcpy(self.key_buf + j, self.run_buf + self.piece_at[k], m)
+            j += m
+            empty = False
+            gap = (self.piece_edges[k] & 2) != 0
+        if empty:
+            return 0
+        text = PyUnicode_DecodeUTF8(<const char *>self.key_buf + start_text, j - start_text, NULL)
+        key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.key_buf, j))
         seg = PyType_GenericAlloc(self.segment_type, 3)  # Segment(key, text, chars)
         _put(seg, 0, key)
         _put(seg, 1, text)
-        _put(seg, 2, PyLong_FromSsize_t(chars))
+        _put(seg, 2, PyLong_FromSsize_t(PyUnicode_GET_LENGTH(text)))
         # An int, a str and an int can be in no reference cycle: keep the collector from
         # visiting each of the page's segments (CPython untracks such tuples too, later).
         PyObject_GC_UnTrack(seg)
-        return seg
+        PyList_Append(<list>self.segments[self.run_blk], seg)
+        return 0
 
     cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
         cdef Py_ssize_t n = len(info.utf8)
@@ -445,25 +605,41 @@ cdef class Walker:
         memcpy(self.buf + path_len + 1, <const char *>info.utf8, n)
         return path_len + 1 + n
 
-    cdef int _visit(self, void *node, Py_ssize_t path_len, Py_ssize_t blk, Py_ssize_t depth, long inh) except -1:
+    cdef int _layout(self, Py_ssize_t lpath_len, _Tag info, object cls) except -1:
+        """A layout element's keys (keys.layout_key): its layout key (the enclosing block's layout
+        path in lbuf[1:lpath_len] and its own tag) and its container key (with its classes);
+        leaves its layout path in lbuf and returns its length."""
+        cdef Py_ssize_t n = len(info.utf8), m
+        form = self.classes_cache.get(cls) if cls else ""
+        if form is None:
+            form = self.layout_classes(cls)
+        utf8 = (<str>form).encode()
+        m = len(utf8)
+        _grow(&self.lbuf, &self.lcap, lpath_len + 1 + n + m)
+        self.lbuf[lpath_len] = 47  # "/"
+        memcpy(self.lbuf + lpath_len + 1, <const char *>info.utf8, n)
+        PyList_Append(self.layout, self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, lpath_len + 1 + n)))
+        memcpy(self.lbuf + lpath_len + 1 + n, <const char *>utf8, m)
+        PyList_Append(self.container, self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, lpath_len + 1 + n + m)))
+        return lpath_len + 1 + n + m
+
+    cdef int _visit(self, void *node, Py_ssize_t path_len, Py_ssize_t blk, Py_ssize_t blk_path_len,
+                    Py_ssize_t lpath_len, Py_ssize_t depth, long inh, long anchor, object line) except -1:
         cdef void *child
         cdef void *first
         cdef uintptr_t tid
         cdef _Tag info
-        cdef Py_ssize_t own_chars = 0, own_achars = 0, own_links = 0, n = 0, child_len, target
-        cdef long own, inner
-        cdef list segs = <list>self.segments[blk]
+        cdef Py_ssize_t own_chars = 0, own_achars = 0, own_links = 0, n = 0, child_len, target, child_lpath
+        cdef long own, inner, child_anchor
         if depth >= self.max_depth:
             raise self.bad_input("too_deep", f"the DOM is nested deeper than {self.max_depth} elements")
         child = _first_child(node)
         while child != NULL:
             tid = _tag_id(child)
             if tid == TEXT_ID:
-                seg = self._segment(child, path_len, &n)
-                if seg is not None:
-                    PyList_Append(segs, seg)
-                    self.total += n
-                    own_chars += n
+                n = self._add_text(child, blk, blk_path_len, line, anchor)
+                self.total += n
+                own_chars += n
                 child = _next(child)
                 continue
             info = self._tag(child, tid)
@@ -473,17 +649,24 @@ cdef class Walker:
             self.budget -= 1
             if self.budget < 0:
                 raise self.bad_input("too_many_nodes", f"the DOM has more than {self.max_nodes:,} elements")
+            child_anchor = anchor
             if info.bits & F_IN_A:
                 own_links += 1
                 href = self._attr(child, b"href", 4)
                 if href:
                     PyList_Append(self.anchors, (blk, href))
+                if anchor < 0:
+                    child_anchor = self.anchor_ids
+                    self.anchor_ids += 1
             first = _first_child(child)
             if first == NULL:
+                if info.line:  # <br>, <hr>
+                    self._flush()
                 child = _next(child)
                 continue
             child_len = self._child_path(path_len, info)
             own = 0
+            cls = None
             if info.kind == BLOCK and self.cues:
                 cls = self._attr(child, b"class", 5) or ""
                 ident = self._attr(child, b"id", 2) or ""
@@ -493,6 +676,7 @@ cdef class Walker:
                     own = cached if cached is not None else self.hints(pair)
             inner = inh | (own << 2) | info.bits
             if info.kind == BLOCK:
+                self._flush()  # a nested layout element ends the enclosing block's run
                 target = len(self.paths)
                 PyList_Append(self.paths, PyUnicode_DecodeUTF8(<const char *>self.buf, child_len, NULL))
                 PyList_Append(self.parent, blk)
@@ -505,30 +689,34 @@ cdef class Walker:
                 PyList_Append(self.links, 0)
                 PyList_Append(self.ends, target + 1)
                 PyList_Append(self.segments, [])
+                child_lpath = self._layout(lpath_len, info, cls) if self.cues else 0
                 if _next(first) == NULL and _tag_id(first) == TEXT_ID:
                     # A leaf block: no visit, so no depth check (as the Python walk does).
-                    seg = self._segment(first, child_len, &n)
-                    if seg is not None:
-                        PyList_Append(<list>self.segments[target], seg)
-                        self.total += n
-                        self.chars[target] = n
-                        if inner & F_IN_A:
-                            self.achars[target] = n
+                    n = self._add_text(first, target, child_len, None, child_anchor)
+                    self.total += n
+                    self.chars[target] = n
+                    if inner & F_IN_A:
+                        self.achars[target] = n
                 else:
-                    self._visit(child, child_len, target, depth + 1, inner)
+                    self._visit(child, child_len, target, child_len, child_lpath, depth + 1, inner, child_anchor, None)
                     self.ends[target] = len(self.paths)
+                self._flush()
                 child = _next(child)
                 continue
+            child_line = line
+            if info.line:
+                self._flush()
+                child_line = info.utf8
             if _next(first) == NULL and _tag_id(first) == TEXT_ID:
-                seg = self._segment(first, child_len, &n)
-                if seg is not None:
-                    PyList_Append(segs, seg)
-                    self.total += n
-                    own_chars += n
-                    if inner & F_IN_A:
-                        own_achars += n
+                n = self._add_text(first, blk, blk_path_len, child_line, child_anchor)
+                self.total += n
+                own_chars += n
+                if inner & F_IN_A:
+                    own_achars += n
             else:
-                self._visit(child, child_len, blk, depth + 1, inner)
+                self._visit(child, child_len, blk, blk_path_len, lpath_len, depth + 1, inner, child_anchor, child_line)
+            if info.line:
+                self._flush()
             child = _next(child)
         if own_chars:
             self.chars[blk] += own_chars
@@ -545,8 +733,8 @@ cdef class Walker:
 
         With `cues`, returns the fields of a `page.tree.PageTree` as a tuple
         (blocks, node_of_block, parent, tag, depth, start, chars, achars, segs, links,
-        flags, text, end); without, only the blocks (what `segment_tree` returns), and the
-        class/id hints are not read.
+        flags, text, end, layout, container, stats, columns); without, only the blocks (what
+        `segment_tree` returns), and the class/id hints and layout paths are not read.
         """
         if _text_offset < 0:
             raise RuntimeError("detemplate.engine.page._walk.init() has not succeeded")
@@ -570,16 +758,29 @@ cdef class Walker:
         self.links = [0]
         self.ends = [1]
         self.anchors = []
+        self.pieces = 0
+        self.run_len = 0
+        self.anchor_ids = 0
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))
+        _grow(&self.lbuf, &self.lcap, len(utf8) + 1)
+        self.lbuf[0] = 1  # keys.layout_key hashes its path after a \x01 byte
+        memcpy(self.lbuf + 1, <const char *>utf8, len(utf8))
+        root_key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, len(utf8) + 1))
+        self.layout = [root_key]
+        self.container = [root_key]
         try:
-            self._visit(node, len(utf8), 0, 1, 0)
+            self._visit(node, len(utf8), 0, len(utf8), len(utf8) + 1, 1, 0, -1, None)
+            self._flush()
             self.ends[0] = len(self.paths)
             return self._finish()
         finally:
             self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
             self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
+            self.layout = self.container = None
+            self.pieces = 0
+            self.run_len = 0
 
     cdef object _finish(self):
         """The blocks with text, numbered in document order, each with its links (see
@@ -649,7 +850,7 @@ cdef class Walker:
             row[8] = <long>flags[i]
             row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
         return (blocks, node_of_block, parent, tags, depth, start, chars, achars, seg_counts, node_links, flags,
-                texts, ends, stats, columns)
+                texts, ends, self.layout, self.container, stats, columns)
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
         """cues.TextStats for one node's direct text (its segments joined by spaces).

@@ -42,7 +42,10 @@ _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 
 # Every branch of the walk: layout and inline elements, leaves, skipped subtrees,
 # comments, links with and without href, class/id hints, custom elements with short
-# and long names, Unicode whitespace, entities, a textless block, nested anchors.
+# and long names, Unicode whitespace, entities, a textless block, nested anchors, runs of
+# text across inline elements and white space, line elements (nested, empty, <br>), runs
+# of links with ASCII and non-ASCII separators, a link around a block, and classes that a
+# layout path keeps or leaves out.
 PROBE_PAGE = """<!DOCTYPE html><html><head><title>t</title><style>p{}</style></head>
 <body class="home page"><header id="masthead"><nav class="navbar main-menu"><ul>
 <li><a href="/">Home</a></li><li><a href="/a?x=1&amp;y=2">A&nbsp;b</a></li><li><a>no href</a></li>
@@ -56,6 +59,10 @@ PROBE_PAGE = """<!DOCTYPE html><html><head><title>t</title><style>p{}</style></h
 <p>\t tabs\u000band\u001fcontrol\u0085nel </p><ul><li><a href="/n"><span>nested</span> anchor</a></li></ul>
 </article></main><aside class="sidebar widget"><form><input name="q"><button>Go</button></form></aside>
 <footer class="site-footer">\u00a9 2026 <a href="/legal">Legal</a></footer><p>""" + _PROBE_TEXT + """</p>
+<div class="menu item-3 active"><a href="/1">One</a> | <a href="/2">Two</a> \u00b7 <a href="/3"><b>Thr</b>ee</a></div>
+<div class="comments related-posts"><blockquote><p>quoted <code>f</code><code>oo</code> <em>x</em>\u00a0 y</p>
+</blockquote>line one<br>line two<hr><p></p>tail <a href="/t">link</a> \u00bb <span> </span>end</div>
+<a href="/block"><div>block in a link</div></a><pre><span>for</span> <span>x</span>\n    pass</pre>
 </body></html>"""
 
 # The choice: asked for by `configure`, made by `module()` on first use.
@@ -121,6 +128,7 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
             block_tags, skip_tags, cues.INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
             cues.hints, cues.HINTS, cues.LUT.tobytes(), frozenset(cues.CLOSERS),
             cues.STOPWORDS, cues.COPYRIGHT_MARKS, cues.TAG_INDEX, cues.N_TAGS - 1,
+            cues.LINE_TAGS, cues.has_word, cues.layout_classes, cues.LAYOUT_CLASSES,
         )
         disagreement = _check(fast, block_tags, skip_tags)
     except Exception as exc:  # a build that does not fit this source: the Python walk runs

@@ -54,6 +54,13 @@ F_IN_LIST = 512
 F_IN_MAIN = 1024  # main or article element
 F_IN_TABLE = 2048
 F_IN_A = 4096  # (walk only) inside an anchor
+# Role words in the element's own class/id (the walk shifts them left by 2 to pass them on
+# as the enclosing ones): what a removed block that is no template was (comments, links to
+# other pages of the site), see engine/decision.py.
+F_COMMENTS = 1 << 13
+F_RELATED = 1 << 14
+F_IN_COMMENTS = F_COMMENTS << 2
+F_IN_RELATED = F_RELATED << 2
 INHERIT = {
     "nav": F_IN_NAV,
     "menu": F_IN_NAV,
@@ -120,6 +127,13 @@ def _hint_re(words: frozenset[str], parts: tuple[str, ...]) -> re.Pattern[str]:
 
 _TEMPLATE_RE = _hint_re(TEMPLATE_WORDS, _TEMPLATE_PARTS)
 _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
+COMMENT_WORDS = frozenset("comment comments disqus respond reply replies discussion discussions talkback".split())
+RELATED_WORDS = frozenset(
+    """related popular trending recommended recommendations recommend mostread most-read more-stories
+    readmore read-more teaser teasers headlines latest outbrain taboola also-read""".split()
+)
+_COMMENT_RE = _hint_re(COMMENT_WORDS, ("comment",))
+_RELATED_RE = _hint_re(RELATED_WORDS, ("related", "popular", "trending", "recommend"))
 
 
 HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
@@ -129,12 +143,48 @@ HINTS_MAX = 1 << 17
 HINTS_MAX_CHARS = 256
 
 
+# Classes that say an element's state or position rather than what it is ("active",
+# "current", "odd", per-item numbers): left out of layout paths (see `layout_classes`), so
+# that one layout element keeps one path from page to page.
+_VOLATILE_CLASS = re.compile(
+    r"active|current|selected|open|show|hidden|collapse|expand|toggle|focus|hover|visited|first|last|odd|even|[0-9]"
+)
+LAYOUT_CLASSES: dict[str, str] = {}  # class attribute -> its layout form, a bounded cache
+_LAYOUT_CLASSES_MAX = 1 << 15
+
+
+def layout_classes(cls: str) -> str:
+    """An element's classes as a layout path names them: sorted, volatile ones left out,
+    each after a dot; empty for none."""
+    kept = sorted({c for c in cls.split() if not _VOLATILE_CLASS.search(c)})
+    form = "." + ".".join(kept) if kept else ""
+    if len(cls) <= HINTS_MAX_CHARS:
+        if len(LAYOUT_CLASSES) >= _LAYOUT_CLASSES_MAX:
+            LAYOUT_CLASSES.clear()
+        LAYOUT_CLASSES[cls] = form
+    return form
+
+
+# Elements that end a line of text inside a block: a text segment is the run of text
+# between them (and between layout elements), whatever inline elements it spans.
+LINE_TAGS = frozenset("p h1 h2 h3 h4 h5 h6 pre blockquote dt dd dl figcaption legend summary br hr".split())
+
+
+def has_word(text: str) -> bool:
+    """Whether a text holds a letter or digit (what separates a sentence from " | ")."""
+    return any(ch.isalnum() for ch in text)
+
+
 def hints(pair: tuple[str, str]) -> int:
     """Hint flag bits of one element's class and id: whole words, or telling parts of words."""
     text = f"{pair[0]} {pair[1]}".lower()
     flags = F_THINT if _TEMPLATE_RE.search(text) else 0
     if _CONTENT_RE.search(text):
         flags |= F_CHINT
+    if _COMMENT_RE.search(text):
+        flags |= F_COMMENTS
+    if _RELATED_RE.search(text):
+        flags |= F_RELATED
     if len(text) <= HINTS_MAX_CHARS:
         if len(HINTS) >= HINTS_MAX:
             HINTS.clear()

@@ -1,15 +1,21 @@
 """The page walk in Python, over selectolax's nodes: the reference, and the fallback where the
 compiled walk (page/_walk.pyx) is not in use.
 
-A page is cut into blocks at layout elements (`SegmentParams.block_tags`); each block
-holds the text segments directly under it, that is the visible text nodes whose
-nearest layout ancestor it is. Tags, comments and processing instructions separate
-text nodes, so each text node is one segment (Wang et al., section 2.1); its key is
-`keys.segment_key` of its DOM path and its whitespace-normalised text. On the way the
-walk collects the cues of every layout element (text and anchor text, links, segments,
-tag, nesting, position, class/id hints and the elements that enclose it): the block tree
-of `tree.PageTree`. Text-less layout elements stay in the tree (they are the internal
-nodes the page-level smoothing needs) but get no block of their own.
+A page is cut into blocks at layout elements (`SegmentParams.block_tags`). A block's text
+segments are its lines of text: the runs of visible text directly under it (not under a
+nested layout element) between the elements that end a line (`cues.LINE_TAGS`: p, h1-h6,
+pre, br...). Inline elements (a, span, code, em...) do not cut a segment: a highlighted
+code line or a sentence with a link is one piece of evidence, not one per token. One
+exception keeps menus fine-grained: a run whose text outside links has no letter or digit
+and that holds two or more links ("Home | About | Blog") is one segment a link. A
+segment's key is `keys.segment_key` of its block's DOM path (plus the line element, as
+in ".../div/p") and its whitespace-normalised text.
+
+On the way the walk collects the cues of every layout element (text and anchor text,
+links, segments, tag, nesting, position, class/id hints and the elements that enclose it)
+and its layout path (`keys.layout_key`): the block tree of `tree.PageTree`. Text-less
+layout elements stay in the tree (they are the internal nodes the page-level smoothing
+needs) but get no block of their own.
 """
 
 from __future__ import annotations
@@ -19,10 +25,10 @@ from functools import lru_cache
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ..errors import BadInputError
-from ..keys import segment_key
+from ..keys import layout_key, segment_key
 from ..model import Segment
 from ..params import SegmentParams
-from .cues import F_IN_A, HINTS, INHERIT, hints
+from .cues import F_IN_A, HINTS, INHERIT, LAYOUT_CLASSES, LINE_TAGS, has_word, hints, layout_classes
 from .tree import PageTree, page_tree
 
 # lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
@@ -70,7 +76,7 @@ def walk_python(
     """
     root = tree.root
     if root is None:
-        return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [])
+        return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
     block_tags = params.block_tags
     skip_tags = params.skip_tags
     kinds = _kinds(block_tags, skip_tags)
@@ -81,8 +87,10 @@ def walk_python(
     budget = params.max_nodes
     total = 0  # page text characters so far
     hints_get = HINTS.get
+    classes_get = LAYOUT_CLASSES.get
     new_segment = tuple.__new__  # Segment(...) without the NamedTuple's Python-level __new__
     key_of = segment_key
+    anchor_ids = 0  # <a> elements met so far: each one's text is told apart in a run
 
     # Per node: the fixed facts in one tuple (path, parent, tag, depth, start, flags),
     # the counters in lists.
@@ -93,30 +101,77 @@ def walk_python(
     links: list[int] = []
     ends: list[int] = []  # one past the last node of each node's subtree
     anchors: list[tuple[int, str]] = []  # (block, href), as segment_tree collects them
+    lpaths: list[str] = []  # each node's layout path (tags and classes of the layout elements to it)
+    layout: list[int] = []  # each node's layout key: its parent's layout path and its own tag
+    container: list[int] = []  # each node's container key: its own layout path
+    # The open run of text of each node: its pieces (raw text, the id of the <a> it is in or
+    # -1), the line element it is in ("" for none), and (for --html) its text nodes.
+    pieces: list[list[tuple[str, int]]] = []
+    line_of: list[str] = []
+    run_nodes: list[list[LexborNode]] = []
 
-    def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int) -> None:
-        nonlocal budget, total
+    def flush(blk: int) -> None:
+        """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
+        run = pieces[blk]
+        if not run:
+            return
+        pieces[blk] = []
+        path = facts[blk][0]
+        line = line_of[blk]
+        if line:
+            path = f"{path}/{line}"
+        append = segments[blk].append
+        first = len(segments[blk])
+        linked: dict[int, list[str]] = {}
+        for raw, anchor in run:
+            if anchor >= 0:
+                got = linked.get(anchor)
+                if got is None:
+                    linked[anchor] = [raw]
+                else:
+                    got.append(raw)
+        if len(linked) >= 2 and not any(anchor < 0 and has_word(raw) for raw, anchor in run):
+            texts = ["".join(parts) for parts in linked.values()]
+        else:
+            texts = ["".join([raw for raw, _ in run])]
+        for raw in texts:
+            text = " ".join(raw.split())
+            if text:
+                append(new_segment(Segment, (key_of(path, text), text, len(text))))
+        if text_nodes is not None:
+            nodes = run_nodes[blk]
+            run_nodes[blk] = []
+            made = segments[blk][first:]
+            if made:
+                key = made[0][0]
+                for node in nodes:
+                    text_nodes.append((node, key))
+
+    def add_text(blk: int, node: LexborNode, raw: str, anchor: int) -> int:
+        """Put a text node's text into `blk`'s open run (white space too: it parts the words of
+        the inline elements around it); its length as counted text (0: none)."""
+        pieces[blk].append((raw, anchor))
+        n = len(" ".join(raw.split()))
+        if n and text_nodes is not None:
+            run_nodes[blk].append(node)
+        return n
+
+    def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int, anchor: int) -> None:
+        nonlocal budget, total, anchor_ids
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
-        append = segments[blk].append
         # The text and links directly in `blk` met in this call, added to its counters at the end.
         own_chars = 0
         own_achars = 0
         own_links = 0
-        for child in node.iter(include_text=True, skip_empty=True):
+        for child in node.iter(include_text=True, skip_empty=False):
             tid = child.tag_id
             if tid == TEXT_ID:
                 raw = child.text_content
                 if raw:
-                    text = " ".join(raw.split())
-                    if text:
-                        n = len(text)
-                        key = key_of(path, text)
-                        append(new_segment(Segment, (key, text, n)))
-                        total += n
-                        own_chars += n
-                        if text_nodes is not None:
-                            text_nodes.append((child, key))
+                    n = add_text(blk, child, raw, anchor)
+                    total += n
+                    own_chars += n
                 continue
             info = kinds.get(tid)
             if info is None:
@@ -133,31 +188,39 @@ def walk_python(
             budget -= 1
             if budget < 0:
                 raise BadInputError("too_many_nodes", f"the DOM has more than {params.max_nodes:,} elements")
+            child_anchor = anchor
             if bits & F_IN_A:
                 own_links += 1
                 href = child.attrs.get("href")
                 if href:
                     anchors.append((blk, href))
+                if anchor < 0:
+                    child_anchor = anchor_ids
+                    anchor_ids += 1
+            line = kind == INLINE and tag in LINE_TAGS
             first = child.first_child
             if first is None:
+                if line:  # <br>, <hr>
+                    flush(blk)
                 continue
             own = 0
+            cls = ""
             if by_tag:
                 child_path = f"{path}/{tag}"
                 if kind == BLOCK:
                     # The attributes as a plain dict: lexbor's attrs.get raises and catches
                     # a KeyError for every missing one (measured 2x slower here).
                     attrs = child.attributes
-                    bcls = attrs.get("class") or ""
+                    cls = attrs.get("class") or ""
                     bident = attrs.get("id") or ""
-                    if bcls or bident:
-                        pair = (bcls, bident)
+                    if cls or bident:
+                        pair = (cls, bident)
                         own = hints_get(pair, -1)
                         if own < 0:
                             own = hints(pair)
             else:
                 attrs = child.attributes
-                cls = attrs.get("class")
+                cls = attrs.get("class") or ""
                 ident = attrs.get("id") if (with_id or kind == BLOCK) else None
                 name = tag
                 if with_id and ident:
@@ -170,54 +233,62 @@ def walk_python(
                 child_path = f"{path}/{name}"
                 # Class/id hints are read on layout elements only: inline ones rarely carry them.
                 if kind == BLOCK and (cls or ident):
-                    pair = (cls or "", ident or "")
+                    pair = (cls, ident or "")
                     own = hints_get(pair, -1)
                     if own < 0:
                         own = hints(pair)
             inner = inh | (own << 2) | bits
             if kind == BLOCK:
+                flush(blk)  # a nested layout element ends the enclosing block's run
                 target = len(facts)
                 facts.append((child_path, blk, tag, depth, total, own | (inh & ~F_IN_A)))
                 chars.append(0)
                 achars.append(0)
                 links.append(0)
                 ends.append(target + 1)
+                segments.append([])
+                pieces.append([])
+                line_of.append("")
+                if text_nodes is not None:
+                    run_nodes.append([])
+                parent_lpath = lpaths[blk]
+                layout.append(layout_key(f"{parent_lpath}/{tag}"))
+                form = classes_get(cls) if cls else ""
+                if form is None:
+                    form = layout_classes(cls)
+                lpath = f"{parent_lpath}/{tag}{form}"
+                lpaths.append(lpath)
+                container.append(layout_key(lpath))
                 if first.next is None and first.tag_id == TEXT_ID:
                     raw = first.text_content
-                    text = " ".join(raw.split()) if raw else ""
-                    if text:
-                        n = len(text)
-                        key = key_of(child_path, text)
-                        segments.append([new_segment(Segment, (key, text, n))])
+                    if raw:
+                        n = add_text(target, first, raw, child_anchor)
                         total += n
                         chars[target] = n
                         if inner & F_IN_A:
                             achars[target] = n
-                        if text_nodes is not None:
-                            text_nodes.append((first, key))
-                    else:
-                        segments.append([])
-                    continue
-                segments.append([])
-                visit(child, child_path, target, depth + 1, inner)
-                ends[target] = len(facts)
+                else:
+                    visit(child, child_path, target, depth + 1, inner, child_anchor)
+                    ends[target] = len(facts)
+                flush(target)
                 continue
+            if line:
+                flush(blk)
+                outer = line_of[blk]
+                line_of[blk] = tag
             if first.next is None and first.tag_id == TEXT_ID:
                 raw = first.text_content
                 if raw:
-                    text = " ".join(raw.split())
-                    if text:
-                        n = len(text)
-                        key = key_of(child_path, text)
-                        append(new_segment(Segment, (key, text, n)))
-                        total += n
-                        own_chars += n
-                        if inner & F_IN_A:
-                            own_achars += n
-                        if text_nodes is not None:
-                            text_nodes.append((first, key))
-                continue
-            visit(child, child_path, blk, depth + 1, inner)
+                    n = add_text(blk, first, raw, child_anchor)
+                    total += n
+                    own_chars += n
+                    if inner & F_IN_A:
+                        own_achars += n
+            else:
+                visit(child, child_path, blk, depth + 1, inner, child_anchor)
+            if line:
+                flush(blk)
+                line_of[blk] = outer
         if own_chars:
             chars[blk] += own_chars
             # Inside an anchor all of it is anchor text; else only the anchors' leaves.
@@ -236,9 +307,16 @@ def walk_python(
     achars.append(0)
     links.append(0)
     ends.append(1)
-    visit(root, root_path, 0, 1, 0)
+    pieces.append([])
+    line_of.append("")
+    run_nodes.append([])
+    lpaths.append(tag)
+    layout.append(layout_key(tag))
+    container.append(layout_key(tag))
+    visit(root, root_path, 0, 1, 0, -1)
+    flush(0)
     ends[0] = len(facts)
     paths, parent, tags, depths, start, flags_of = (list(column) for column in zip(*facts, strict=True))
-    return page_tree(paths, parent, tags, depths, start, flags_of, segments, chars, achars, links, ends, anchors)
-
-
+    return page_tree(
+        paths, parent, tags, depths, start, flags_of, segments, chars, achars, links, ends, anchors, layout, container
+    )

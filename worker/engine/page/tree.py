@@ -30,6 +30,10 @@ class PageTree:
     flags: F_* bits.
     text: the node's direct text (segments joined by spaces).
     end: one past the node's last descendant (its subtree is nodes [i, end[i])).
+    layout: the node's layout key (`keys.layout_key` of the tags and classes of the layout
+        elements down to it, its own tag last): one element of the host's layout keeps
+        one key from page to page.
+    container: the node's container key (`keys.layout_key` of the same with its own classes).
     stats: the compiled walk's text statistics of each node's text (an array of doubles,
         TEXT_COLUMNS per node), or None: `text_stats` computes them from `text`.
     columns: the compiled walk's numeric columns (doubles, NODE_COLUMNS per node), or
@@ -49,6 +53,8 @@ class PageTree:
     flags: list[int]
     text: list[str]
     end: list[int]
+    layout: list[int]
+    container: list[int]
     stats: Any = None  # the compiled walk's text statistics (TEXT_COLUMNS per node), else computed here
     columns: Any = None  # the compiled walk's NODE_COLUMNS per node, else made from the lists
 
@@ -67,6 +73,8 @@ def page_tree(
     links: list[int],
     ends: list[int],
     anchors: list[tuple[int, str]],
+    layout: list[int],
+    container: list[int],
 ) -> PageTree:
     """A PageTree from the walk's per-node columns (either walk's)."""
     new_segment = tuple.__new__  # Block(...) without the NamedTuple's Python-level __new__
@@ -97,6 +105,8 @@ def page_tree(
         flags=flags_of,
         text=texts,
         end=ends,
+        layout=layout,
+        container=container,
     )
 
 
