@@ -20,6 +20,8 @@ from tests.factories import interleave, make_page, make_site, norm
 PARAMS = EngineParams()
 # The table's own cold start, without the page-level model (tests/engine/detectors/test_pagelevel.py has that).
 TABLE_ONLY = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, enabled=False))
+# Wang et al.'s rule alone: repetition is template evidence everywhere (no content region).
+TABLE_RULE = dataclasses.replace(TABLE_ONLY, region=dataclasses.replace(PARAMS.region, enabled=False))
 
 
 def leaked(template_texts: tuple[str, ...], kept_blocks: list[str]) -> list[str]:
@@ -225,26 +227,26 @@ def _blocks_by_text(out: Outcome) -> dict[str, str]:
 
 
 def test_template_block_needs_a_ratio_strictly_above_the_threshold() -> None:
-    # "shared7" (7 chars) repeats on every page; each page adds its own 3-char segment.
+    # "shared7" (7 chars) repeats on every page; each page adds its own 3-char line.
     # Block "shared7 abc": ratio 7/10 = 0.7, not above 0.7: content. With "xy" (2 chars):
     # 7/9 = 0.78: template.
-    table = HostTable(PARAMS.table)
+    table = HostTable(TABLE_RULE.table)
     for i in range(6):
-        decide(make_page(html=f"<html><body><div>shared7<b>p{i:02d}</b></div></body></html>"), table, PARAMS)
-    at = decide(make_page(html="<html><body><div>shared7<b>abc</b></div></body></html>"), table, PARAMS)
-    above = decide(make_page(html="<html><body><div>shared7<b>xy</b></div></body></html>"), table, PARAMS)
+        decide(make_page(html=f"<html><body><div>shared7<p>p{i:02d}</p></div></body></html>"), table, TABLE_RULE)
+    at = decide(make_page(html="<html><body><div>shared7<p>abc</p></div></body></html>"), table, TABLE_RULE)
+    above = decide(make_page(html="<html><body><div>shared7<p>xy</p></div></body></html>"), table, TABLE_RULE)
     assert _blocks_by_text(at) == {"shared7 abc": CONTENT}
     assert _blocks_by_text(above) == {"shared7 xy": TEMPLATE}
 
 
 def test_early_threshold_is_every_page_so_far() -> None:
     # Documented rule: below template_df pages, threshold = max(early_df, pages).
-    table = HostTable(PARAMS.table)
+    table = HostTable(TABLE_RULE.table)
     assert PARAMS.table.early_df == 2 and PARAMS.table.template_df == 5
 
     def page(*texts: str) -> Outcome:
         html = "<html><body>" + "".join(f"<div>{t}</div>" for t in texts) + "</body></html>"
-        return decide(make_page(html=html), table, PARAMS)
+        return decide(make_page(html=html), table, TABLE_RULE)
 
     page("everywhere", "one and three")
     assert _blocks_by_text(page("everywhere", "only two")) == {"everywhere": TEMPLATE, "only two": CONTENT}
@@ -310,12 +312,12 @@ def test_replaying_applied_keys_with_pagelets_and_cluster_statistics_rebuilds_th
     for out in outcomes:
         keys = list(out.applied)
         n = sum(1 for k in keys if not is_tagged_key(k))
-        # Segment keys sorted and distinct, then the tagged ones: pagelet keys sorted,
-        # then one cluster key per segment key.
+        # Segment keys sorted and distinct, then the tagged ones: pagelet keys, then layout
+        # keys (each sorted), then one cluster key per segment key.
         assert keys[:n] == sorted(set(keys[:n])) and len(keys) >= 2 * n
         assert all(is_tagged_key(k) for k in keys[n:])
-        pl = keys[n : len(keys) - n]
-        assert pl == sorted(set(pl))
+        middle = keys[n : len(keys) - n]
+        assert len(middle) == len(set(middle))
         assert out.cluster is not None
         replay_page(rebuilt, keys, out.cluster, out.cluster_signature, params)
     assert rebuilt.to_bytes() == table.to_bytes()

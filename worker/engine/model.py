@@ -67,8 +67,10 @@ class BlockVerdict(NamedTuple):
     chars: int  # text length of the block (sum of its segment lengths)
     template_chars: int  # length of its segments that are template segments
     ratio: float  # template_chars / chars
-    verdict: str  # CONTENT or TEMPLATE
-    method: str  # METHOD_TABLE, METHOD_COLD or METHOD_PAGELEVEL
+    verdict: str  # CONTENT (in the clean page's text) or TEMPLATE (not)
+    method: str  # METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL or METHOD_COLD: what decided it
+    role: str = "main"  # main (content); template; or page-specific text that is not main content:
+    #                     comments, related (links to other pages), other (engine/decision.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,36 +151,75 @@ class EventParams:
 
 
 @dataclass(frozen=True, slots=True)
+class RegionParams:
+    """The host's layout and each page's content region: where repetition is evidence of
+    template (engine/decision.py, engine/detectors/layout.py, docs/region.md).
+
+    enabled: learn layout paths and find content regions; off, the table's repetition
+        is template evidence everywhere (Wang et al.'s rule alone).
+    share: a page's content region is the deepest layout element that holds at least this
+        share of the page's new plain text (characters of segments new to the host's
+        table, outside links). Inside it, repeated text is content unless its layout path
+        belongs to the host's layout.
+    layout_novelty: a layout path belongs to the host's layout when it had new text on
+        fewer than this share of the host's pages that had it (a menu: none; a paragraph
+        or a member list: most),
+    layout_presence: and when it is on at least this share of the host's pages (the
+        layout is on every page of a site; a class page's inherited methods are not).
+    container_share: the region widens to its deepest enclosing element that enclosed the
+        host's regions on at least this share of its pages (the host's content container).
+
+    Both chosen by measurement, leave-one-corpus-out (docs/measurements.md).
+    """
+
+    enabled: bool = True
+    share: float = 0.5
+    layout_novelty: float = 0.5
+    layout_presence: float = 0.5
+    container_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.share <= 1.0:
+            raise ConfigError("region.share must be in (0, 1]")
+        for name in ("layout_novelty", "layout_presence", "container_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"region.{name} must be in [0, 1]")
+
+
+@dataclass(frozen=True, slots=True)
 class PageLevelParams:
     """The page-level templateness model (Chakrabarti, Kumar, Punera, WWW 2007): see docs/pagelevel.md.
 
-    enabled: use it at all (False: the table alone, as before).
+    enabled: use it at all (False: the table alone).
     max_host_pages: the model runs on a host's pages up to this page number; later pages
-        take the table-only fast path. 0 runs it on every page.
-    combine: how a block is decided once the host's table has learned something:
-        ``union`` (template when either says so), ``silent`` (the model decides the
-        blocks in which the table found no template text, the table the others) or
-        ``table`` (the table alone; the model only before the table knows anything).
-    threshold: a block is template when its smoothed templateness is above this.
-    warm_threshold: the same, to overrule the table's content verdict once the host's
-        table has learned something (``union`` and ``silent``).
-    max_removed_share: the model is ignored on a page where it would remove more than
-        this share of the text it judges (see detemplate.engine.detectors.pagelevel.overrule).
-    cold_max_removed_share: the same on a cold host's page.
+        are decided without it. 0 runs it on every page.
+    threshold: on a host's first page (nothing learned yet), a block is template when its
+        templateness is above this.
+    inner_threshold: later, inside the page's content region, the model turns a block the
+        table keeps into template (a page-specific box: related links, comments) when its
+        templateness is above this.
+    outer_threshold: the same outside the content region.
+    max_removed_share: the model is ignored inside the content region of a page where it
+        would remove more than this share of the region's text (a page whose content is
+        links, such as an index).
+    cold_max_removed_share: the same on a host's first page, over all its text.
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
         (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
     max_values: candidate values of the smoothing (beyond: a quantile grid).
     max_smooth_nodes: pages with more blocks are not smoothed (the cost is O(blocks x values)).
     model: a model file written by ``detemplate train-pagelevel``; empty: the shipped one.
+
+    The thresholds and shares are chosen by measurement, leave-one-corpus-out
+    (docs/measurements.md).
     """
 
     enabled: bool = True
     max_host_pages: int = 0
-    combine: str = "union"
-    threshold: float = 0.15
-    warm_threshold: float = 0.7
-    max_removed_share: float = 0.8
+    threshold: float = 0.01
+    inner_threshold: float = 0.95
+    outer_threshold: float = 0.1
+    max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
     smoothing: float = 0.0
     weighting: str = "log"
@@ -189,14 +228,11 @@ class PageLevelParams:
     model: str = ""
 
     def __post_init__(self) -> None:
-        if self.combine not in ("union", "silent", "table"):
-            raise ConfigError(f"combine must be union, silent or table, not {self.combine!r}")
         if self.weighting not in ("unit", "log", "sqrt", "chars"):
             raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
-        if not (0.0 <= self.threshold <= 1.0 and 0.0 <= self.warm_threshold <= 1.0):
-            raise ConfigError("threshold and warm_threshold must be in [0, 1]")
-        if not (0.0 <= self.max_removed_share <= 1.0 and 0.0 <= self.cold_max_removed_share <= 1.0):
-            raise ConfigError("max_removed_share and cold_max_removed_share must be in [0, 1]")
+        for name in ("threshold", "inner_threshold", "outer_threshold", "max_removed_share", "cold_max_removed_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"pagelevel.{name} must be in [0, 1]")
         if self.smoothing < 0.0:
             raise ConfigError("smoothing must not be negative")
         if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:
@@ -325,6 +361,7 @@ class EngineParams:
     segment: SegmentParams = field(default_factory=SegmentParams)
     table: TableParams = field(default_factory=TableParams)
     events: EventParams = field(default_factory=EventParams)
+    region: RegionParams = field(default_factory=RegionParams)
     pagelevel: PageLevelParams = field(default_factory=PageLevelParams)
     pagelets: PageletParams = field(default_factory=PageletParams)
     clusters: ClusterParams = field(default_factory=ClusterParams)

@@ -28,8 +28,10 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from .decision import decide_blocks
 from .detectors.base import Ballot, Contribution, Detector, SegmentKeys, WalkedPage
 from .detectors.clusters import CLUSTERS, cluster_events, host_clusters
+from .detectors.layout import LAYOUT
 from .detectors.pagelets import PAGELETS, pagelet_report
 from .detectors.pagelevel import PAGE_LEVEL
 from .detectors.segments import SEGMENT_TABLE
@@ -37,10 +39,6 @@ from .errors import BadInputError
 from .links import absolute_links, base_url
 from .model import (
     CONTENT,
-    METHOD_COLD,
-    METHOD_PAGELET,
-    METHOD_PAGELEVEL,
-    METHOD_TABLE,
     TEMPLATE,
     Block,
     BlockVerdict,
@@ -57,7 +55,7 @@ from .table import HostTable
 # In the order their keys go into the host's table (and their votes are cast): the segment
 # table first (it says whether the host is warm), clusters before the page-level model
 # (key votes before the tally that the model reads).
-DETECTORS: tuple[Detector[Any], ...] = (SEGMENT_TABLE, PAGELETS, CLUSTERS, PAGE_LEVEL)
+DETECTORS: tuple[Detector[Any], ...] = (SEGMENT_TABLE, PAGELETS, LAYOUT, CLUSTERS, PAGE_LEVEL)
 
 STAGES = ("walk_page", "page_keys", "update_table", "cast_votes", "combine_votes", "page_outcome")
 
@@ -91,15 +89,23 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
     A page that is not usable input returns a dead Outcome and leaves the table as it was.
     """
+    return decide_with_ballot(page, table, params, with_html)[0]
+
+
+def decide_with_ballot(
+    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False
+) -> tuple[Outcome, Ballot | None]:
+    """`decide`, also handing back the page's ballot (None for a dead page): the evidence
+    the decision weighed, which `detemplate eval --loco` replays under other parameters."""
     try:
         walked = walk_page(page, table, params, with_html)
     except BadInputError as exc:
-        return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source))
+        return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source)), None
     keys = page_keys(walked, table, params)
     dfs = update_table(keys, table)
     ballot = cast_votes(walked, keys, dfs, table, params)
     combined = combine_votes(walked, ballot, params)
-    return page_outcome(page, walked, keys, ballot, combined, table, params)
+    return page_outcome(page, walked, keys, ballot, combined, table, params), ballot
 
 
 def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: bool) -> WalkedPage:
@@ -152,7 +158,7 @@ def cast_votes(
     walked: WalkedPage, keys: PageKeys, dfs: tuple[list[int], ...], table: HostTable, params: EngineParams
 ) -> Ballot:
     """Stage 4: each detector's vote on the page's blocks, in DETECTORS order."""
-    ballot = Ballot(params, walked.blocks, table.pages)
+    ballot = Ballot(params, walked.blocks, table.pages, walked.cues)
     for detector, mine, its_dfs in zip(DETECTORS, keys.contributions, dfs, strict=True):
         if mine is not None:
             detector.vote(mine, its_dfs, ballot)
@@ -160,37 +166,23 @@ def cast_votes(
 
 
 def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> Combined:
-    """Stage 5: one verdict per block. A block is template when its template share is over
-    `template_ratio` (the table), else when it is voted template outright (a template
-    pagelet), else as the page-level model says where it decides; content otherwise."""
+    """Stage 5: one verdict per block, weighing the ballot (engine/decision.py), and the kept text."""
+    decided = decide_blocks(ballot, params)
     tally = ballot.tally()
-    method = METHOD_TABLE if ballot.warm else METHOD_COLD
-    max_ratio = params.table.template_ratio
-    outright = ballot.outright
-    model_says = ballot.overrule
     verdicts: list[BlockVerdict] = []
     kept: list[str] = []
     new_verdict = tuple.__new__  # BlockVerdict(...) without the NamedTuple's Python-level __new__
-    for i, (block, text, chars, tchars) in enumerate(
-        zip(walked.blocks, walked.texts, tally.chars, tally.template_chars, strict=True)
+    for block, text, chars, tchars, template, by, role in zip(
+        walked.blocks, walked.texts, tally.chars, tally.template_chars, decided.template, decided.method,
+        decided.role, strict=True,
     ):
-        ratio = tchars / chars if tchars else 0.0
-        by = method
-        is_template = ratio > max_ratio
-        if not is_template and outright is not None and outright[i]:
-            is_template = True
-            by = METHOD_PAGELET
-        elif model_says is not None:
-            said = model_says[i]
-            if said is not None:
-                is_template = said
-                by = METHOD_PAGELEVEL
-        if is_template:
+        if template:
             verdict = TEMPLATE
         else:
             verdict = CONTENT
             kept.append(text)
-        verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by)))
+        ratio = tchars / chars if tchars else 0.0
+        verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by, role)))
     return Combined(verdicts, kept)
 
 

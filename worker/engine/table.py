@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .errors import StateError
@@ -87,6 +87,15 @@ class HostTable:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __contains__(self, key: int) -> bool:
+        """Whether the table holds a key (seen on a page it still remembers)."""
+        return key in self._entries
+
+    def missing(self, keys: Iterable[int]) -> set[int]:
+        """The keys the table does not hold (new to it)."""
+        entries = self._entries
+        return {key for key in keys if key not in entries}
 
     def lifetime(self, df: int) -> int:
         life = self._life

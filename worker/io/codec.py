@@ -33,6 +33,7 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
                 "template_chars": b.template_chars,
                 "ratio": round(b.ratio, 4),
                 "verdict": b.verdict,
+                "role": b.role,
                 "method": b.method,
                 "text": b.text[:80],
             }

@@ -78,13 +78,6 @@ def test_base_href_resolves_links() -> None:
     assert resolve("https://h.example/a/", "//o.example/z") == "https://o.example/z"
 
 
-def test_pagelet_keys_are_the_segment_keys() -> None:
-    tree = LexborHTMLParser(PAGE)
-    seg_keys = {s.key for b in segment_tree(tree, SEG) for s in b.segments}
-    pl_keys = [k for p in page_pagelets(tree, "https://h.example/", SEG) for k in p.keys]
-    assert pl_keys and set(pl_keys) <= seg_keys
-
-
 def _nav(items: list[str]) -> str:
     lis = "".join(f'<li><a href="/{w.lower()}/">{w}</a></li>' for w in items)
     return f"<html><body><nav><ul>{lis}</ul></nav><main><p>body</p></main></body></html>"

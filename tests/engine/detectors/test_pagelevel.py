@@ -17,13 +17,12 @@ from detemplate.engine.detectors.pagelevel import (
     block_scores,
     features,
     load_model,
-    overrule,
 )
 from detemplate.engine.errors import BadInputError, ConfigError
 from detemplate.engine.model import METHOD_PAGELEVEL, TEMPLATE
 from detemplate.engine.page import parse, segment_tree, walk
 from detemplate.engine.page.cues import F_IN_A, F_IN_FOOTER, F_IN_NAV, F_THINT
-from detemplate.engine.params import EngineParams, PageLevelParams, SegmentParams
+from detemplate.engine.params import EngineParams, PageLevelParams, RegionParams, SegmentParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
 from detemplate.tools.train import LabelParams, collect, fit_logistic
@@ -166,43 +165,9 @@ def test_html_output_drops_model_template_text() -> None:
     assert "Nested paragraph" in clean.html
 
 
-def judge(
-    scores: np.ndarray, rows: list[tuple[str, str, int, int, float]], cold: bool, max_ratio: float, plp: PageLevelParams
-) -> list[bool | None]:
-    """`overrule` over blocks given as (path, text, chars, template chars, ratio), the table's tally."""
-    return overrule(scores, [r[2] for r in rows], [r[3] for r in rows], cold, max_ratio, plp)
-
-
-def test_overrule_rules_and_guard() -> None:
-    rows = [("a", "x" * 10, 10, 0, 0.0), ("b", "y" * 80, 80, 0, 0.0), ("c", "z" * 10, 10, 10, 1.0)]
-    scores = np.array([0.95, 0.1, 0.99])
-    plp = PageLevelParams(threshold=0.5, warm_threshold=0.9)
-    assert judge(scores, rows, True, 0.7, plp) == [True, False, True]
-    # Warm: only the blocks the table keeps are judged.
-    assert judge(scores, rows, False, 0.7, plp) == [True, False, None]
-    assert judge(scores, rows, False, 0.7, dataclasses.replace(plp, combine="table")) == [None] * 3
-    silent = judge(
-        scores, [("a", "x", 10, 3, 0.3), *rows[1:]], False, 0.7, dataclasses.replace(plp, combine="silent")
-    )
-    assert silent == [None, False, None]
-    # Guard: a model that would remove nearly everything is not trusted on the page.
-    everything = np.array([0.95, 0.95, 0.99])
-    assert judge(everything, rows, True, 0.7, dataclasses.replace(plp, cold_max_removed_share=0.5)) == [None] * 3
-
-
-def test_overrule_leaves_blocks_voted_template_outright_to_that_vote() -> None:
-    chars, template_chars = [10, 10, 80], [0, 0, 0]
-    scores = np.array([0.95, 0.95, 0.1])
-    plp = PageLevelParams(threshold=0.5, warm_threshold=0.9)
-    assert overrule(scores, chars, template_chars, False, 0.7, plp) == [True, True, False]
-    # A template pagelet's blocks: not judged by the model, and not in its guard's base.
-    outright = bytearray([0, 1, 0])
-    assert overrule(scores, chars, template_chars, False, 0.7, plp, outright=outright) == [True, None, False]
-
-
 def test_params_are_checked() -> None:
     with pytest.raises(ConfigError):
-        PageLevelParams(combine="both")
+        PageLevelParams(inner_threshold=-0.1)
     with pytest.raises(ConfigError):
         PageLevelParams(weighting="cubic")
     with pytest.raises(ConfigError):
@@ -213,7 +178,7 @@ def test_training_learns_from_site_level_labels() -> None:
     sites = interleave(
         *(make_site(f"s{i}.example", 6, seed=i, layout=lay) for i, lay in enumerate(["blog", "news", "docs"]))
     )
-    X, y, w, stats = collect((sp.page for sp in sites), SP, LabelParams())
+    X, y, w, stats = collect((sp.page for sp in sites), SP, LabelParams(), RegionParams())
     assert stats["hosts"] == 3 and stats["labelled_hosts"] == 3
     assert 0 < y.sum() < len(y)
     assert X.shape == (len(y), N_FEATURES) and (w > 0).all()

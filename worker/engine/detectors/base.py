@@ -7,9 +7,11 @@ votes -> combine -> outputs. A detector (one module of this folder each) takes p
   are what the page adds to the host's table (empty for a detector that keeps nothing
   there). The pipeline puts every detector's keys into the one update, in detector order;
 - after the update, `vote`: given the DFs of its own keys (this page included), it marks
-  its vote on the page's `Ballot`: segment keys it finds template (they count towards each
-  block's template share), blocks that are template outright, or the blocks it decides
-  where the table's share does not.
+  its evidence on the page's `Ballot`: segment keys it finds template (they count towards
+  each block's template share), blocks that are template outright, each block's new text
+  and its layout path's novelty, or each block's page-level templateness.
+
+The decision (engine/decision.py) then weighs the ballot, one verdict per block.
 
 `needs_cues` says whether the detector wants the page walk's block tree with its cues
 (`page.PageTree`) on this page; the walk builds it when any detector does.
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -71,10 +73,17 @@ class Ballot:
     params: EngineParams
     blocks: list[Block]
     pages: int  # the host's pages, this one included
+    cues: PageTree | None = None  # the block tree with its cues, when the walk made it
     warm: bool = False  # the table has seen enough pages to judge (method "table"); else "cold"
     template_keys: set[int] = field(default_factory=set)  # segment keys voted template
     outright: bytearray | None = None  # 1 for each block voted template outright
-    overrule: list[bool | None] | None = None  # per block: the verdict that replaces the table's, or None
+    novel: list[int] | None = None  # per block: characters in segments new to the host's table
+    novelty: list[float] | None = None  # per block: its layout path's novelty (detectors/layout.py)
+    presence: list[float] | None = None  # per block: the share of the host's pages its layout path is on
+    # The page's content region and its enclosing elements (nodes, deepest first), each with
+    # the share of the host's pages on which it enclosed the region (detectors/layout.py).
+    region: tuple[list[int], list[float]] | None = None
+    scores: Any = None  # per block: the page-level model's templateness (a float array), or None
     _tally: Tally | None = None
 
     def vote_keys(self, keys: set[int]) -> None:

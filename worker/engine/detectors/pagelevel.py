@@ -10,14 +10,14 @@ A logistic-regression model (weights in detectors/data/pagelevel.json, trained b
 probability of being template; the scores are then smoothed over the block tree by
 the regularised isotonic regression of detectors/isotonic.py (a block is template
 only if its child blocks are), and a block is template when its smoothed score is
-above `PageLevelParams.threshold`. `overrule` says where that verdict replaces the
-segment table's.
+above the threshold the decision (engine/decision.py) applies where it is: the cold
+threshold on a host's first page, then one inside and one outside the page's content
+region.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -38,7 +38,7 @@ from ..page.cues import (
     TAG_GROUPS,
 )
 from ..page.tree import PageTree, node_columns, text_stats
-from ..params import EngineParams, PageLevelParams
+from ..params import EngineParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 from .isotonic import isotonic_tree
@@ -303,67 +303,6 @@ def block_scores(
     return scores
 
 
-def overrule(
-    scores: NDArray[np.float64],
-    chars: Sequence[int],
-    template_chars: Sequence[int],
-    cold: bool,
-    max_ratio: float,
-    plp: PageLevelParams,
-    early: bool = False,
-    outright: bytearray | None = None,
-) -> list[bool | None]:
-    """Where the model's verdict replaces the table's: for each block, template (True),
-    content (False) or None (the table decides).
-
-    `chars` and `template_chars` are the blocks' text lengths and the part of them in
-    template segments (the table's tally); `outright` marks blocks already voted template
-    outright (template pagelets), which the model does not judge. On a cold host the
-    model judges every block (threshold); once the table has learned something it may
-    only turn blocks the table keeps into template (warm_threshold, or threshold while
-    the host is `early`: fewer pages than the table's template_df), as `combine` says.
-    Guard: when the model would remove more than `max_removed_share`
-    (`cold_max_removed_share` on a cold host) of the text it judges, the page is not
-    one it knows (a page of nothing but link lists, such as a documentation index),
-    and the table decides alone.
-    """
-    n = len(chars)
-    if cold:
-        judged = [True] * n
-        threshold = plp.threshold
-    elif plp.combine == "union":
-        # The blocks the table keeps (template share at most max_ratio; none with no template text).
-        if outright is None:
-            judged = [not t or t / c <= max_ratio for c, t in zip(chars, template_chars, strict=True)]
-        else:
-            judged = [
-                not flag and (not t or t / c <= max_ratio)
-                for c, t, flag in zip(chars, template_chars, outright, strict=True)
-            ]
-        threshold = plp.threshold if early else plp.warm_threshold
-    elif plp.combine == "silent":
-        if outright is None:
-            judged = [t == 0 for t in template_chars]
-        else:
-            judged = [t == 0 and not flag for t, flag in zip(template_chars, outright, strict=True)]
-        threshold = plp.threshold if early else plp.warm_threshold
-    else:
-        return [None] * n
-    out: list[bool | None] = [None] * n
-    base = 0
-    removed = 0
-    for i, c in enumerate(chars):
-        if judged[i]:
-            template = bool(scores[i] > threshold)
-            out[i] = template
-            base += c
-            if template:
-                removed += c
-    if base and removed > (plp.cold_max_removed_share if cold else plp.max_removed_share) * base:
-        return [None] * n
-    return out
-
-
 # -- the detector ---------------------------------------------------------------------------
 
 
@@ -376,8 +315,8 @@ class PageScores(NamedTuple):
 
 class PageLevel:
     """The page-level model's part in a page's decision: it runs on a host's first pages
-    (`max_host_pages`; all of them when 0), and votes after the table (and the pagelets)
-    on the blocks they keep, as `overrule` says."""
+    (`max_host_pages`; all of them when 0) and puts each block's templateness on the
+    ballot, which the decision (engine/decision.py) weighs with the table's evidence."""
 
     def needs_cues(self, table: HostTable, params: EngineParams) -> bool:
         plp = params.pagelevel
@@ -395,13 +334,7 @@ class PageLevel:
         )
 
     def vote(self, mine: PageScores, dfs: list[int], ballot: Ballot) -> None:
-        params = ballot.params
-        tally = ballot.tally()
-        early = ballot.pages < params.table.template_df
-        ballot.overrule = overrule(
-            mine.scores, tally.chars, tally.template_chars, not ballot.warm, params.table.template_ratio,
-            params.pagelevel, early, ballot.outright,
-        )
+        ballot.scores = mine.scores
 
 
 PAGE_LEVEL = PageLevel()

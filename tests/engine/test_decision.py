@@ -1,0 +1,155 @@
+"""detemplate.engine.decision and the layout detector: where repetition is evidence of template."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+from detemplate.engine.decision import (
+    ROLE_COMMENTS,
+    ROLE_MAIN,
+    ROLE_RELATED,
+    ROLE_TEMPLATE,
+    decide_blocks,
+    region_nodes,
+)
+from detemplate.engine.detectors.base import Ballot
+from detemplate.engine.detectors.layout import content_region
+from detemplate.engine.model import CONTENT, METHOD_COLD, TEMPLATE, Outcome, RawPage
+from detemplate.engine.page import parse, walk
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import decide, decide_with_ballot
+from detemplate.engine.table import HostTable
+
+PARAMS = EngineParams()
+# The table and the region without the page-level model: what these tests are about.
+NO_MODEL = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, enabled=False))
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda sigma omega river stone cloud".split()
+NAV = (
+    "<nav><ul><li><a href='/'>Home</a></li><li><a href='/docs'>Docs</a></li><li><a href='/blog'>Blog</a></li></ul>"
+    "</nav>"
+)
+FOOTER = "<footer><p>Copyright 2026 Example Project. All rights reserved.</p></footer>"
+INHERITED = (
+    "<section class='inherited'><h3>Methods inherited from class Object</h3>"
+    "<p><a href='/o#clone'>clone</a>, <a href='/o#equals'>equals</a>, <a href='/o#hash'>hashCode</a>, "
+    "<a href='/o#str'>toString</a></p></section>"
+)
+EDIT = "<div class='edit'><a href='/edit'>Edit this page on the project's repository</a></div>"
+
+
+def sentence(rng: random.Random, n: int = 14) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
+
+
+def page(i: int, *, inherited: bool = True, edit: bool = True) -> RawPage:
+    rng = random.Random(i)
+    paras = "".join(f"<p>{sentence(rng)}</p>" for _ in range(4))
+    main = f"<main><div class='content'><h1>Class number {i}</h1>{paras}{INHERITED if inherited else ''}"
+    main += f"{EDIT if edit else ''}</div></main>"
+    html = f"<html><body><header>{NAV}</header>{main}{FOOTER}</body></html>"
+    return RawPage(f"https://docs.example/c{i}.html", html, "docs.example")
+
+
+def verdicts(outcome: Outcome) -> dict[str, tuple[str, str]]:
+    assert outcome.clean is not None
+    return {b.text: (b.verdict, b.role) for b in outcome.clean.blocks}
+
+
+def run(pages: list[RawPage], params: EngineParams = NO_MODEL) -> list[Outcome]:
+    table = HostTable(params.table)
+    return [decide(p, table, params) for p in pages]
+
+
+def test_repetition_counts_only_where_the_layout_is() -> None:
+    # The inherited methods on one page in three, the rest on every page.
+    outs = run([page(i, inherited=i % 3 == 0) for i in range(13)])
+    last = verdicts(outs[-1])
+    # The site's layout: repeated at paths that never carry new text, on every page.
+    assert last["Home"] == (TEMPLATE, ROLE_TEMPLATE)
+    assert last["Copyright 2026 Example Project. All rights reserved."][0] == TEMPLATE
+    # Inside the content region, a line at such a path is template too...
+    assert last["Edit this page on the project's repository"][0] == TEMPLATE
+    # ... but a block that repeats there on only some of the host's pages is content.
+    inherited = [t for t in last if t.startswith("Methods inherited")]
+    assert inherited and all(last[t] == (CONTENT, ROLE_MAIN) for t in inherited)
+    assert any(t.startswith("Class number 12") and v[0] == CONTENT for t, v in last.items())
+
+
+def test_without_the_region_the_table_removes_repeated_content() -> None:
+    rule = dataclasses.replace(NO_MODEL, region=dataclasses.replace(NO_MODEL.region, enabled=False))
+    last = verdicts(run([page(i) for i in range(12)], rule)[-1])
+    inherited = [t for t in last if t.startswith("Methods inherited")]
+    assert inherited and all(last[t][0] == TEMPLATE for t in inherited)
+
+
+def test_a_block_repeated_on_every_page_is_layout() -> None:
+    # Repeated on every page at a path that never carries new text: by the host's pages
+    # alone, that is the site's layout, even inside the content region.
+    last = verdicts(run([page(i) for i in range(12)])[-1])
+    inherited = [t for t in last if t.startswith("Methods inherited")]
+    assert inherited and all(last[t][0] == TEMPLATE for t in inherited)
+
+
+def test_the_ballot_replays_to_the_live_verdicts() -> None:
+    # eval --loco replays the decision over kept ballots: it must give what decide gave.
+    table = HostTable(PARAMS.table)
+    for i in range(9):
+        outcome, ballot = decide_with_ballot(page(i), table, PARAMS)
+        assert ballot is not None and outcome.clean is not None
+        replayed = decide_blocks(ballot, PARAMS)
+        assert [t == TEMPLATE for t in (b.verdict for b in outcome.clean.blocks)] == replayed.template
+        assert [b.method for b in outcome.clean.blocks] == replayed.method
+        assert [b.role for b in outcome.clean.blocks] == replayed.role
+
+
+def test_a_cold_page_without_the_model_is_kept_whole() -> None:
+    outcome = decide(page(0), HostTable(NO_MODEL.table), NO_MODEL)
+    assert outcome.clean is not None
+    assert {(b.verdict, b.method, b.role) for b in outcome.clean.blocks} == {(CONTENT, METHOD_COLD, ROLE_MAIN)}
+
+
+def test_content_region_is_the_deepest_element_with_the_share_of_new_plain_text() -> None:
+    html = (
+        "<html><body><div class='side'><a href='/a'>a link list</a> <a href='/b'>and more</a></div>"
+        "<div class='main'><div class='lead'>new words here</div><div class='body'>" + "x" * 200 + "</div></div>"
+        "</body></html>"
+    )
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    all_new = [sum(s.length for s in b.segments) for b in cues.blocks]
+    node = content_region(cues, all_new, 0.8)
+    assert cues.tag[node] == "div" and node == cues.node_of_block[-1]  # the 200-character body: 93%
+    node = content_region(cues, all_new, 0.95)
+    assert cues.parent[cues.node_of_block[-1]] == node  # needs the lead as well: their container
+    assert content_region(cues, [0] * len(all_new), 0.8) == 0  # no new text: the whole page
+
+
+def test_region_widens_to_the_hosts_container() -> None:
+    cues = walk(parse("<html><body><main><div><p>one</p></div><div><p>two</p></div></main></body></html>",
+                      PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 5, cues)
+    first_div, main, body = cues.node_of_block[0], cues.parent[cues.node_of_block[0]], 1
+    ballot.region = ([first_div, main, body, 0], [0.2, 0.6, 1.0, 1.0])
+    assert region_nodes(ballot, 0.5)[0] == main
+    assert region_nodes(ballot, 0.1)[0] == first_div
+    assert region_nodes(ballot, 0.9)[0] == body
+
+
+@pytest.mark.parametrize(("cls", "links", "role"), [("comments", False, ROLE_COMMENTS),
+                                                     ("box", True, ROLE_RELATED), ("related", False, ROLE_RELATED)])
+def test_page_specific_text_the_model_removes_gets_its_role(cls: str, links: bool, role: str) -> None:
+    body = "<a href='/x'>read this other story</a>" if links else "a reader wrote this today"
+    html = f"<html><body><div class='content'><p>{'y' * 300}</p></div><div class='{cls}'>{body}</div></body></html>"
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 9, cues, warm=True)
+    ballot.novel = [sum(s.length for s in b.segments) for b in cues.blocks]  # all new
+    ballot.novelty = [1.0] * len(cues.blocks)
+    ballot.presence = [1.0] * len(cues.blocks)
+    ballot.region = ([cues.node_of_block[0]], [1.0])  # the content div
+    ballot.scores = np.array([0.0, 0.99])
+    decided = decide_blocks(ballot, PARAMS)
+    assert decided.template == [False, True]
+    assert decided.role == [ROLE_MAIN, role]

@@ -1,0 +1,187 @@
+"""The decision: one verdict per block from a page's ballot (the detectors' evidence).
+
+The template is the site's layout around the content. Repetition (the segment table's
+template share, template pagelets) is evidence of template only where the layout is;
+inside the part of the page that carries the page's own text, repeated text is content.
+So, once the host's table has learned something (a warm host):
+
+1. The page's content region is the deepest layout element that holds at least
+   `region.share` of the page's new plain text: the characters of segments the host's
+   table did not hold before this page, outside links (new text is what the page says
+   of its own; link lists say where else to go), widened to the host's content
+   container (detectors/layout.py).
+2. Outside the region, a block is template when the table says so (its template share
+   is over `table.template_ratio`, or it lies in a template pagelet), else when the
+   page-level model's templateness is over `pagelevel.outer_threshold` (a per-page box
+   the table cannot know: related links, comments).
+3. Inside the region, repetition counts only at the host's layout paths (a path that
+   had new text on fewer than `region.layout_novelty` of the pages that had it, and is on
+   at least `region.layout_presence` of the host's pages: a "Next/Previous" bar, a
+   copyright line inside the content element). The model may turn
+   a block the table keeps into template above `pagelevel.inner_threshold`, unless it
+   would remove more than `pagelevel.max_removed_share` of the region's text (a page
+   whose content is links: an index, a member list).
+
+On a host's first page (a cold host: the table has nothing to compare with) the
+page-level model decides alone, at `pagelevel.threshold`, unless it would remove more than
+`pagelevel.cold_max_removed_share` of the page's text. Without the model, a cold page
+is kept whole. The block with the page's most plain text is never template by the model.
+
+Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
+for repetition, or by the model where nothing says it is page-specific), or, for text
+the model removed that is new to the host (page-specific, not main content):
+``comments`` and ``related`` (by the class/id words around it, a link list for related)
+or ``other``.
+
+`decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
+replays it over recorded ballots to choose parameters leave-one-corpus-out.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .detectors.base import Ballot
+from .model import METHOD_COLD, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
+from .params import EngineParams
+
+ROLE_MAIN = "main"
+ROLE_TEMPLATE = "template"
+ROLE_COMMENTS = "comments"
+ROLE_RELATED = "related"
+ROLE_OTHER = "other"
+ROLES = (ROLE_MAIN, ROLE_TEMPLATE, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER)
+
+_COMMENT_BITS = F_COMMENTS | F_IN_COMMENTS
+_RELATED_BITS = F_RELATED | F_IN_RELATED
+
+
+class BlockDecisions(NamedTuple):
+    """What the decision says of each block of a page."""
+
+    template: list[bool]
+    method: list[str]
+    role: list[str]
+
+
+def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
+    """The page's content region as a range of block-tree nodes [first, end): the region
+    widened to its deepest enclosing element that enclosed the host's regions on at least
+    `container_share` of its pages (the whole page without a region)."""
+    cues = ballot.cues
+    if cues is None or ballot.region is None:
+        return 0, 1 << 62
+    chain, shares = ballot.region
+    node = chain[-1]
+    for at, share in zip(chain, shares, strict=False):
+        if share >= container_share:
+            node = at
+            break
+    return node, cues.end[node]
+
+
+def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> BlockDecisions:
+    """One verdict, method and role per block of the page the ballot is about (the roles
+    left empty when not asked for)."""
+    tally = ballot.tally()
+    chars = tally.chars
+    n = len(chars)
+    scores = ballot.scores
+    plp = params.pagelevel
+    if not ballot.warm:
+        return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
+    max_ratio = params.table.template_ratio
+    tchars = tally.template_chars
+    outright = ballot.outright
+    cues = ballot.cues
+    rp = params.region
+    novelty = ballot.novelty
+    if rp.enabled and cues is not None and ballot.region is not None:
+        first, end = region_nodes(ballot, rp.container_share)
+        inside = [first <= node < end for node in cues.node_of_block]
+    else:
+        inside = [False] * n
+    layout_novelty = rp.layout_novelty
+    layout_presence = rp.layout_presence
+    presence = ballot.presence
+    template = [False] * n
+    method = [METHOD_TABLE] * n
+    for i in range(n):
+        t = tchars[i]
+        by_table = t > max_ratio * chars[i] if t else False
+        by_pagelet = outright is not None and outright[i] == 1
+        if (
+            inside[i]
+            and novelty is not None
+            and presence is not None
+            and (novelty[i] >= layout_novelty or presence[i] < layout_presence)
+        ):
+            continue  # repetition inside the content region, off the host's layout: content
+        if by_table:
+            template[i] = True
+        elif by_pagelet:
+            template[i] = True
+            method[i] = METHOD_PAGELET
+    if scores is not None:
+        inner = plp.inner_threshold
+        outer = plp.outer_threshold
+        region_chars = 0
+        region_removed = 0
+        model_inside: list[int] = []
+        for i in range(n):
+            if template[i]:
+                continue
+            s = scores[i]
+            if inside[i]:
+                region_chars += chars[i]
+                if s > inner:
+                    model_inside.append(i)
+                    region_removed += chars[i]
+            elif s > outer:
+                template[i] = True
+                method[i] = METHOD_PAGELEVEL
+        if model_inside and region_removed <= plp.max_removed_share * region_chars:
+            for i in model_inside:
+                template[i] = True
+                method[i] = METHOD_PAGELEVEL
+    return BlockDecisions(template, method, _roles(ballot, template, method, warm=True) if roles else [])
+
+
+def _cold(
+    ballot: Ballot, scores: object, chars: list[int], threshold: float, guard: float, roles: bool
+) -> BlockDecisions:
+    """A host's first page: the page-level model alone, or the page whole without it."""
+    n = len(chars)
+    if scores is None:
+        return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
+    template = [bool(s > threshold) for s in scores]  # type: ignore[attr-defined]  # a float array
+    removed = sum([c for c, t in zip(chars, template, strict=True) if t])
+    if removed > guard * sum(chars):
+        template = [False] * n
+    method = [METHOD_PAGELEVEL] * n
+    return BlockDecisions(template, method, _roles(ballot, template, method, warm=False) if roles else [])
+
+
+def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool) -> list[str]:
+    """Each block's role (see the module's docstring)."""
+    roles = [ROLE_MAIN] * len(template)
+    cues = ballot.cues
+    novel = ballot.novel
+    chars = ballot.tally().chars
+    for i, t in enumerate(template):
+        if not t:
+            continue
+        role = ROLE_TEMPLATE
+        if method[i] == METHOD_PAGELEVEL and cues is not None:
+            node = cues.node_of_block[i]
+            flags = cues.flags[node]
+            page_specific = not warm or (novel is not None and 2 * novel[i] >= chars[i])
+            if flags & _COMMENT_BITS:
+                role = ROLE_COMMENTS
+            elif flags & _RELATED_BITS:
+                role = ROLE_RELATED
+            elif warm and page_specific:
+                role = ROLE_RELATED if 2 * cues.achars[node] >= cues.chars[node] else ROLE_OTHER
+        roles[i] = role
+    return roles

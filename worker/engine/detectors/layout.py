@@ -1,0 +1,163 @@
+"""The host's layout and the page's new text: the layout detector.
+
+The template is the site's layout around the content, and repetition is evidence of
+template only where the layout is: text that repeats inside the part of a page that
+carries the page's own content (member lists, inherited methods, code idioms, attribute
+values) is content. This detector learns both sides from the host's pages, in the host's
+own table, and hands them to the decision (engine/decision.py):
+
+- the layout: each block's layout path (the tags and classes of the layout elements down
+  to it, `keys.layout_key`) gets two tagged keys in the host's table: one counted on every
+  page that has the path with text, one on every page where the path had new text (a
+  segment the table did not hold). Their DF ratio is the path's novelty: a navigation
+  bar's is 0, a paragraph's or a member list's near 1. The first over the host's pages
+  is its presence: the layout is on (nearly) every page of a site, a section of repeated
+  content (a class page's inherited methods) only on some. Both keys expire like segments.
+  A host's first page counts neither (there, all text is new).
+- the content region: the deepest layout element that holds `region.share` of the page's
+  new plain text (`content_region`: characters of segments the table did not hold before
+  this page, outside links). A page's region can be narrower than the part of the page
+  that carries its content (new text concentrated in one method's documentation, the rest
+  of the page repeated), so the host's own content container widens it: each of the
+  region's enclosing elements (and itself) counts, by its container key, on the host's
+  pages; the page's region is its deepest enclosing element that enclosed the region on
+  at least `region.container_share` of the host's pages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..keys import mix64, tag
+from ..page.tree import PageTree
+from ..params import EngineParams
+from ..table import HostTable
+from .base import Ballot, SegmentKeys, WalkedPage
+
+_NEW_TEXT_SALT = np.uint64(0x5BD1E9955BD1E995)  # the "new text at this path" key of a layout key
+_CONTAINER_SALT = np.uint64(0x27D4EB2F165667C5)  # the "enclosed the content region" key of a container key
+_PAGES_KEY = 0x5851F42D4C957F2D  # counted on every page that counts containers: their denominator
+
+
+def content_region(cues: PageTree, novel: list[int], share: float) -> int:
+    """The node of the deepest layout element holding at least `share` of the page's new
+    plain text (the root when the page has none)."""
+    n = len(cues.parent)
+    weight = np.zeros(n + 1)
+    chars = cues.chars
+    achars = cues.achars
+    for node, new in zip(cues.node_of_block, novel, strict=True):
+        if new:
+            c = chars[node]
+            if c:
+                weight[node + 1] = new * (1.0 - achars[node] / c)
+    acc = np.cumsum(weight)
+    ends = np.asarray(cues.end, dtype=np.intp)
+    below = acc[ends] - acc[:-1]  # each node's subtree's new plain text
+    total = below[0]
+    if total <= 0.0:
+        return 0
+    return int(np.flatnonzero(below >= share * total)[-1])
+
+
+@dataclass(slots=True)
+class LayoutPage:
+    """The layout detector's state for one page.
+
+    keys: the tagged layout keys the page adds (sorted): "seen" for each distinct layout
+        path with text, "new text" for those with new text; none on a host's first page.
+    paths: each block's layout key (untagged).
+    novel: each block's characters in segments the host's table did not hold.
+    seen, fresh: the tagged keys of each distinct layout path (seen, new text), by path.
+    chain: the page's content region and its enclosing elements (nodes, deepest first).
+    enclosing: their tagged container keys, and `pages` the key that counts the pages.
+    table: the host's table, for the "new text" DFs of the paths without new text now.
+    """
+
+    keys: list[int]
+    paths: list[int]
+    novel: list[int]
+    seen: dict[int, int]
+    fresh: dict[int, int]
+    chain: list[int]
+    enclosing: list[int]
+    pages: int
+    table: HostTable | None
+
+
+def tagged_keys(paths: list[int], salt: np.uint64 | None = None) -> list[int]:
+    """Layout keys as tagged table keys (`salt` XORed in first for the "new text" ones)."""
+    x = np.asarray(paths, dtype=np.uint64)
+    if salt is not None:
+        x ^= salt
+    return [int(v) for v in tag(mix64(x))]
+
+
+class Layout:
+    """The layout detector's part in a page's decision."""
+
+    def needs_cues(self, table: HostTable, params: EngineParams) -> bool:
+        return params.region.enabled
+
+    def prepare(
+        self, page: WalkedPage, segments: SegmentKeys, table: HostTable, params: EngineParams
+    ) -> LayoutPage | None:
+        cues = page.cues
+        if not params.region.enabled or cues is None:
+            return None
+        layout = cues.layout
+        paths = [layout[node] for node in cues.node_of_block]
+        if not table.pages:  # a host's first page: all its text is new, and nothing counts
+            novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
+            return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
+        new_keys = table.missing(segments.keys)
+        novel = []
+        fresh_paths = set()
+        for block, path in zip(page.blocks, paths, strict=True):
+            n = 0
+            if new_keys:
+                for key, _text, length in block[1]:
+                    if key in new_keys:
+                        n += length
+                if n:
+                    fresh_paths.add(path)
+            novel.append(n)
+        distinct = sorted(set(paths))
+        seen = dict(zip(distinct, tagged_keys(distinct), strict=True))
+        fresh = dict(zip(distinct, tagged_keys(distinct, _NEW_TEXT_SALT), strict=True))
+        chain = [content_region(cues, novel, params.region.share)]
+        parent = cues.parent
+        while parent[chain[-1]] >= 0:
+            chain.append(parent[chain[-1]])
+        container = cues.container
+        enclosing = tagged_keys([container[node] for node in chain], _CONTAINER_SALT)
+        pages = tagged_keys([_PAGES_KEY])[0]
+        keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, pages})
+        return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, pages, table)
+
+    def vote(self, mine: LayoutPage, dfs: list[int], ballot: Ballot) -> None:
+        ballot.novel = mine.novel
+        table = mine.table
+        if table is None:
+            ballot.region = (mine.chain, [1.0])
+            return
+        df = dict(zip(mine.keys, dfs, strict=True))
+        pages = df[mine.pages]
+        ballot.region = (mine.chain, [df[key] / pages for key in mine.enclosing])
+        novelty: dict[int, float] = {}
+        presence: dict[int, float] = {}
+        for path, key in mine.seen.items():
+            fresh = mine.fresh[path]
+            new_df = df.get(fresh)
+            if new_df is None:  # no new text at the path on this page: its count so far
+                new_df = table.df(fresh)
+            seen = df[key]
+            novelty[path] = new_df / seen
+            presence[path] = seen / pages
+        ballot.novelty = [novelty[path] for path in mine.paths]
+        ballot.presence = [presence[path] for path in mine.paths]
+
+
+LAYOUT = Layout()
