@@ -1,13 +1,31 @@
 """Training the page-level model without hand labels, as the paper does.
 
-The site-level detector labels the data: over all pages of one host, a segment seen on
-at least `df` of the host's pages is a template segment (the two-pass form of the
-segment table: count first, then judge every page with the host's full counts), and a
-block is labelled template when template segments make up at least `template_share`
-of its text, content when at most `content_share`; blocks in between, and hosts with
-too few pages to have a template, give no labels. The labels are noisy in the way the
-paper describes (per-page template such as "related articles" lists comes out as
-content); the logistic regression is simple enough not to fit that noise.
+The site-level detector labels the data, with the principle the engine decides by
+(engine/decision.py): the template is the site's layout around the content, and
+repetition is evidence of template only where the layout is. Over all pages of one host
+(the two-pass form of the segment table: count first, then judge every page with the
+host's full counts):
+
+- a segment on at least min(df, max(2, ceil(df_share * pages))) of the host's pages is a
+  template segment; a segment on no other page of the host is new text;
+- a layout path (engine/detectors/layout.py) belongs to the host's layout when it had new
+  text on fewer than `region.layout_novelty` of the pages that had it and is on at least
+  `region.layout_presence` of the host's pages;
+- each page's content region is the deepest layout element holding `region.share` of the
+  page's new plain text, widened to the host's content container, as the layout detector
+  finds it (engine/detectors/layout.py).
+
+Outside the region, a block whose template segments make up at least `template_share` of
+its text is labelled template. Inside it, such a block is template only at a layout path;
+a block there of mostly new text is content. Left unlabelled: mostly repeated text inside
+the region off the layout (member lists, inherited methods: content, but by the host's
+repetition, which a page-level model cannot see; the decision keeps it by the table's
+evidence), blocks of new text with more than `content_max_anchor` of link text inside the
+region (per-page link lists: related articles, "next post", tag lists, the noise the paper
+names), the other blocks outside the region (the site-level detector cannot tell a
+page-specific box from a part of the content there), and hosts with too few pages to have
+a template. (Labelling the repeated text inside the region content was measured too, and
+kept the model from removing per-page link lists on news sites: docs/measurements.md.)
 
 Each host's examples are weighted so that a host counts with the square root of its
 number of labelled blocks (one big site does not drown a hundred small ones), and each
@@ -25,29 +43,27 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ..engine.detectors.layout import content_region
 from ..engine.detectors.pagelevel import FEATURE_NAMES, PageLevelModel, features
 from ..engine.errors import BadInputError
 from ..engine.model import RawPage
 from ..engine.page import PageTree, parse, walk
-from ..engine.params import SegmentParams
+from ..engine.params import RegionParams, SegmentParams
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class LabelParams:
-    """How the site-level detector turns a host's pages into labelled blocks.
+    """How the site-level detector turns a host's pages into labelled blocks (the module's doc).
 
     min_pages: hosts with fewer pages give no labels.
-    df: a segment on at least min(df, max(2, ceil(df_share * pages))) of the host's
-        pages is template.
-    template_share / content_share: a block's share of template text at or above
-        which it is labelled template, at or below which content.
-    content_max_anchor: a block the site-level detector calls content is left out
-        when more than this share of its text is link text. Such blocks are mostly
-        the detector's false negatives (per-page link lists: related articles, tag
-        lists, "next post"), the noise the paper names; measured on chaos, dropping
-        them (at 0.5) raises the page-level F1 from 0.78 to 0.88, and 0.3 adds 0.006.
+    df, df_share: a segment on at least min(df, max(2, ceil(df_share * pages))) of the
+        host's pages is template.
+    template_share: a block's share of template text at or above which it is template
+        (outside the content region, or at a layout path).
+    content_max_anchor: blocks of new text inside the region with more than this share of
+        link text give no label.
     max_pages_per_host: later pages of bigger hosts are not used (bounds the cost).
     """
 
@@ -55,7 +71,6 @@ class LabelParams:
     df: int = 5
     df_share: float = 0.5
     template_share: float = 0.9
-    content_share: float = 0.1
     content_max_anchor: float = 0.3
     max_pages_per_host: int = 200
 
@@ -65,7 +80,7 @@ def host_threshold(pages: int, lp: LabelParams) -> int:
 
 
 def label_host(
-    trees: list[PageTree], lp: LabelParams
+    trees: list[PageTree], lp: LabelParams, rp: RegionParams
 ) -> Iterator[tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]]:
     """Features, labels (1 = template) and char weights of one host's labelled blocks, page by page."""
     if len(trees) < lp.min_pages:
@@ -75,31 +90,79 @@ def label_host(
         for key in {seg.key for block in page.blocks for seg in block.segments}:
             df[key] += 1
     threshold = host_threshold(len(trees), lp)
+    # Each page's blocks: (chars, template chars, new chars, layout key).
+    counted = []
+    seen: dict[int, int] = defaultdict(int)
+    fresh: dict[int, int] = defaultdict(int)
     for page in trees:
+        rows = []
+        paths_with_new = set()
+        for block, node in zip(page.blocks, page.node_of_block, strict=True):
+            chars = tchars = new = 0
+            for seg in block.segments:
+                chars += seg.length
+                n = df[seg.key]
+                if n >= threshold:
+                    tchars += seg.length
+                elif n == 1:
+                    new += seg.length
+            path = page.layout[node]
+            rows.append((chars, tchars, new, path))
+            if new:
+                paths_with_new.add(path)
+        for path in {row[3] for row in rows}:
+            seen[path] += 1
+        for path in paths_with_new:
+            fresh[path] += 1
+        counted.append(rows)
+    # Each page's content region, and how many of the host's pages each container enclosed.
+    chains = []
+    enclosed: dict[int, int] = defaultdict(int)
+    for page, rows in zip(trees, counted, strict=True):
+        chain = [content_region(page, [row[2] for row in rows], rp.share)] if page.blocks else [0]
+        while page.parent and page.parent[chain[-1]] >= 0:
+            chain.append(page.parent[chain[-1]])
+        chains.append(chain)
+        for node in chain:
+            enclosed[page.container[node]] += 1
+    for page, rows, chain in zip(trees, counted, chains, strict=True):
         if not page.blocks:
             continue
+        region = next((n for n in chain if enclosed[page.container[n]] >= rp.container_share * len(trees)), chain[-1])
+        first, end = region, page.end[region]
         X = features(page)
-        rows = []
+        nodes = []
         labels = []
         weights = []
-        for block, node in zip(page.blocks, page.node_of_block, strict=True):
-            chars = sum(s.length for s in block.segments)
-            tchars = sum(s.length for s in block.segments if df[s.key] >= threshold)
-            share = tchars / chars
-            if share >= lp.template_share:
-                labels.append(1.0)
-            elif share <= lp.content_share and page.achars[node] <= lp.content_max_anchor * chars:
-                labels.append(0.0)
+        for (chars, tchars, _new, path), node in zip(rows, page.node_of_block, strict=True):
+            repeated = tchars >= lp.template_share * chars
+            if first <= node < end:
+                layout = fresh[path] < rp.layout_novelty * seen[path] and seen[path] >= rp.layout_presence * len(trees)
+                # Unlabelled: mostly repeated text that is not template (its repetition is
+                # site-level evidence the model cannot see), and link lists of new text
+                # (related articles, next post).
+                unclear = 2 * tchars > chars or (
+                    2 * tchars < chars and page.achars[node] > lp.content_max_anchor * chars
+                )
+                if layout and repeated:
+                    label = 1.0
+                elif unclear:
+                    continue
+                else:
+                    label = 0.0
+            elif repeated:
+                label = 1.0
             else:
                 continue
-            rows.append(node)
+            nodes.append(node)
+            labels.append(label)
             weights.append(math.log1p(chars))
-        if rows:
-            yield X[rows], np.asarray(labels), np.asarray(weights)
+        if nodes:
+            yield X[nodes], np.asarray(labels), np.asarray(weights)
 
 
 def collect(
-    pages: Iterable[RawPage], params: SegmentParams, lp: LabelParams
+    pages: Iterable[RawPage], params: SegmentParams, lp: LabelParams, rp: RegionParams
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], dict[str, int]]:
     """Walk every page, label each host's blocks, and weight the hosts (see the module doc)."""
     by_host: dict[str, list[PageTree]] = defaultdict(list)
@@ -112,20 +175,20 @@ def collect(
             host_pages.append(walk(parse(page.html, params), params))
         except BadInputError:
             skipped += 1
-    X, y, w, stats = labelled_set(by_host.values(), lp)
+    X, y, w, stats = labelled_set(by_host.values(), lp, rp)
     stats["hosts"] = len(by_host)
     stats["skipped_pages"] = skipped
     return X, y, w, stats
 
 
 def labelled_set(
-    hosts_trees: Iterable[list[PageTree]], lp: LabelParams
+    hosts_trees: Iterable[list[PageTree]], lp: LabelParams, rp: RegionParams
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], dict[str, int]]:
     """Features, labels and weights of all labelled blocks of the hosts' walked pages."""
     Xs, ys, ws = [], [], []
     hosts = 0
     for trees in hosts_trees:
-        parts = list(label_host(trees, lp))
+        parts = list(label_host(trees, lp, rp))
         if not parts:
             continue
         X = np.concatenate([p[0] for p in parts])
