@@ -1,7 +1,9 @@
 """Quality gate: eval on the development corpora must not fall below pinned F1 floors.
 
 Floors live in tests/eval_floors.json, one per corpus, each the F1 measured by
-`detemplate eval` when it was set, rounded down to 0.01. They only ever move up: when a
+`detemplate eval` when it was set, rounded down to 0.01; and every corpus must score at
+least its fulltext baseline (all body text kept): removing real content is worse than
+keeping some template. They only ever move up: when a
 change raises a corpus's F1 by a clear step, raise its floor in the same commit. A run
 passes when F1 >= floor - tolerance (0.005), which absorbs the rounding of floating-point
 sums, not real regressions. The detector is deterministic, so there is no sampling noise.
@@ -55,6 +57,9 @@ def test_f1_stays_above_floor(corpus: str) -> None:
         f"{corpus}: F1 {f1:.4f} fell below its floor {floor:.2f} "
         f"(P {result.scores.precision:.4f}, R {result.scores.recall:.4f})"
     )
+    # Do no harm: the kept text scores at least as well as keeping all body text.
+    full = result.fulltext.f1
+    assert full is not None and f1 >= full, f"{corpus}: F1 {f1:.4f} is below keeping all body text ({full:.4f})"
 
 
 @pytest.mark.corpora

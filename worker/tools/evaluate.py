@@ -700,6 +700,53 @@ def run_eval(
     return results
 
 
+def format_loco(results: Sequence[CorpusResult], replays: Any, anchors: Anchors) -> str:
+    """The leave-one-corpus-out table (tools/loco.py) beside this run's figures and the baselines."""
+    names = [r.name for r in results]
+    held = replays.held_out(names)
+    header = (
+        f"{'corpus':<28} {'F1':>6} {'LOCO P':>6} {'R':>6} {'F1':>6} {'fullF1':>6} {'trafF1':>6}  "
+        "note (LOCO: parameters chosen on the other corpora)"
+    )
+    lines = [header, "-" * len(header)]
+    for r in results:
+        c = held[r.name]
+        traf = anchors.get(r.name, {}).get("trafilatura", (None, None, None))[2]
+        notes = []
+        if r.fulltext.f1 is not None and c.f1 < r.fulltext.f1:
+            notes.append("BELOW FULLTEXT")
+        if traf is not None and c.f1 < traf - 0.01:
+            notes.append("below trafilatura - 0.01")
+        lines.append(
+            f"{r.name:<28} {_f(r.scores.f1):>6} {c.precision:>6.3f} {c.recall:>6.3f} {c.f1:>6.3f} "
+            f"{_f(r.fulltext.f1):>6} {_f(traf):>6}  {', '.join(notes)}"
+        )
+    lines.append("-" * len(header))
+    for label, group in (
+        (f"macro, all {len(results)} corpora", results),
+        (f"macro, {sum(r.multi_page for r in results)} multi-page corpora", [r for r in results if r.multi_page]),
+    ):
+        if not group:
+            continue
+        k = len(group)
+        f1 = sum(r.scores.f1 or 0.0 for r in group) / k
+        loco_p = sum(held[r.name].precision for r in group) / k
+        loco_r = sum(held[r.name].recall for r in group) / k
+        loco_f = sum(held[r.name].f1 for r in group) / k
+        full = sum(r.fulltext.f1 or 0.0 for r in group) / k
+        lines.append(f"{label:<28} {f1:>6.3f} {loco_p:>6.3f} {loco_r:>6.3f} {loco_f:>6.3f} {full:>6.3f}")
+    lines.append("")
+    lines.append("Parameters chosen with each corpus held out:")
+    for r in results:
+        lines.append(f"  {r.name:<28} {held[r.name].describe()}")
+    evidence, cold, warm = replays.choose(names)
+    from .loco import Choice
+
+    lines.append(f"Chosen on all {len(names)} corpora (the shipped defaults should be these):")
+    lines.append("  " + Choice(evidence, cold, warm, 0.0, 0.0, 0.0).describe())
+    return "\n".join(lines)
+
+
 def _handle(args: argparse.Namespace) -> int:
     folders = [Path(p) for p in args.corpus_dirs]
     try:
@@ -709,6 +756,19 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"detemplate eval: {exc}", file=sys.stderr)
         return 2
     anchors = find_anchors(folders)
+    replays = None
+    if args.loco:
+        from .loco import run_loco
+
+        corpora = []
+        for folder in folders:
+            corpus = load_corpus(folder)
+            corpora.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
+
+        def tick(name: str, evidence: Any) -> None:
+            logger.info("loco: %s recorded and replayed under %s", name, evidence)
+
+        replays = run_loco(corpora, params, tick)
     if args.json:
         doc = {
             "corpora": [r.as_dict() for r in results],
@@ -724,6 +784,9 @@ def _handle(args: argparse.Namespace) -> int:
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
         print(" pages/s: time in process_page only, on a shared machine: noisy)")
+    if replays is not None:
+        print()
+        print(format_loco(results, replays, anchors))
     if args.report is not None:
         note = "defaults with " + ", ".join(args.param) if args.param else "defaults"
         written = write_report(results, anchors, args.report, note)
@@ -747,6 +810,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--report", type=Path, metavar="DIR", help="write report.md and an F1 chart (PNG) here")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument("--by-host", action="store_true", help="also print the scores of each host")
+    parser.add_argument(
+        "--loco",
+        action="store_true",
+        help=(
+            "also report each corpus's leave-one-corpus-out F1: the decision's measured parameters "
+            "chosen on the other corpora (tools/loco.py; replays a grid over recorded ballots, minutes)"
+        ),
+    )
     parser.add_argument(
         "--output-dir",
         type=Path,

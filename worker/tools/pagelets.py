@@ -24,9 +24,6 @@ them):
   (links resolved to absolute URLs, fragments dropped) are the templates; singletons
   are not.
 
-The same walk also yields, for every pagelet, the segment keys of the text nodes inside
-it (engine/keys.py segment_key).
-
 In the engine (detemplate.engine.detectors.pagelets), pagelets are cut from the block tree the page walk
 already built (`block_pagelets`, no second walk) and fingerprinted by a min-hash of their
 sets of segment keys (`page_sketches`); the min-hash values are keys of the host's own
@@ -48,7 +45,6 @@ from xxhash import xxh3_64_intdigest
 
 from ..engine.detectors.pagelets import MAX_SKETCH, PERM_A, PERM_B
 from ..engine.errors import BadInputError
-from ..engine.keys import segment_key
 from ..engine.links import base_url, resolve
 from ..engine.model import RawPage
 from ..engine.page import parse
@@ -88,7 +84,6 @@ class Pagelet:
     order: position among the page's pagelets, in document order.
     text: its visible text, whitespace-normalised.
     links: absolute URLs of its links (http and https), in document order.
-    keys: segment keys of the text nodes inside it (as detemplate.engine.page.guards computes them).
     sketch: min-hash values of its w-shingles; empty when it has no tokens.
     """
 
@@ -96,7 +91,6 @@ class Pagelet:
     order: int
     text: str
     links: list[str]
-    keys: list[int]
     sketch: tuple[int, ...] = ()
 
     @property
@@ -111,13 +105,13 @@ class _El:
     def __init__(self, path: str, href: str | None) -> None:
         self.path = path
         self.n_links = 1 if href is not None else 0
-        # Children in document order: (segment key, text) for text, _El for elements.
-        self.items: list[tuple[int, str] | _El] = []
+        # Children in document order: text, or _El for elements.
+        self.items: list[str | _El] = []
         self.href = href
 
 
 def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
-    """The page's element tree with per-subtree link counts, text nodes keyed as in detemplate.engine.page.guards."""
+    """The page's element tree with per-subtree link counts and its text nodes' texts."""
     root = tree.root
     if root is None:
         return None
@@ -135,7 +129,7 @@ def _build(tree: LexborHTMLParser, params: SegmentParams) -> _El | None:
                 if raw:
                     text = " ".join(raw.split())
                     if text:
-                        el.items.append((segment_key(el.path, text), text))
+                        el.items.append(text)
                 continue
             tag = child.tag
             if tag is None or tag[0] == "-" or tag in skip:
@@ -167,7 +161,7 @@ def _partition(top: _El, k: int) -> list[_El]:
     return out
 
 
-def _gather(el: _El, base: str, texts: list[str], links: list[str], keys: list[int], tokens: list[str]) -> None:
+def _gather(el: _El, base: str, texts: list[str], links: list[str], tokens: list[str]) -> None:
     if el.href is not None:
         url = resolve(base, el.href)
         if url is not None:
@@ -175,11 +169,10 @@ def _gather(el: _El, base: str, texts: list[str], links: list[str], keys: list[i
             tokens.append(url)
     for item in el.items:
         if isinstance(item, _El):
-            _gather(item, base, texts, links, keys, tokens)
+            _gather(item, base, texts, links, tokens)
         else:
-            keys.append(item[0])
-            texts.append(item[1])
-            tokens.extend(_WORD.findall(item[1].lower()))
+            texts.append(item)
+            tokens.extend(_WORD.findall(item.lower()))
 
 
 def _shingle_hashes(tokens: Sequence[str], w: int) -> list[int]:
@@ -213,7 +206,7 @@ def sketches(groups: Sequence[Sequence[int]], size: int) -> list[tuple[int, ...]
 def page_pagelets(
     tree: LexborHTMLParser, url: str, seg: SegmentParams, config: PageletConfig = PageletConfig()
 ) -> list[Pagelet]:
-    """The pagelets of a parsed page, with their text, links, segment keys and sketches."""
+    """The pagelets of a parsed page, with their text, links and sketches."""
     top = _build(tree, seg)
     if top is None:
         return []
@@ -223,10 +216,9 @@ def page_pagelets(
     for i, el in enumerate(_partition(top, config.k)):
         texts: list[str] = []
         links: list[str] = []
-        keys: list[int] = []
         tokens: list[str] = []
-        _gather(el, base, texts, links, keys, tokens)
-        pagelets.append(Pagelet(el.path, i, " ".join(texts), links, keys))
+        _gather(el, base, texts, links, tokens)
+        pagelets.append(Pagelet(el.path, i, " ".join(texts), links))
         token_lists.append(tokens)
     sks = sketches([_shingle_hashes(t, config.w) for t in token_lists], config.sketch_size)
     for p, sk in zip(pagelets, sks, strict=True):
@@ -299,7 +291,6 @@ def read_page(page: RawPage, seg: SegmentParams, config: PageletConfig) -> PageR
         # A batch holds every page's pagelets: keep only what a report shows, and one copy
         # of each path and URL (a host's pages repeat them).
         p.text = p.text[:SAMPLE_CHARS]
-        p.keys = []
         p.path = sys.intern(p.path)
         p.links = [sys.intern(u) for u in p.links]
     links = {u for p in pagelets for u in p.links}

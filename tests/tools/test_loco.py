@@ -1,0 +1,85 @@
+"""detemplate.tools.loco: the leave-one-corpus-out replay of the decision."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from detemplate.engine.params import EngineParams
+from detemplate.tools import loco
+from detemplate.tools.evaluate import evaluate_corpus, load_corpus
+
+from tests.factories import interleave, make_site
+
+
+def write_gz_jsonl(path: Path, records: list[dict[str, str]]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+
+
+def corpus(folder: Path, seed: int, layout: str) -> Path:
+    sites = interleave(
+        make_site(f"a{seed}.example", 9, seed=seed, layout=layout),
+        make_site(f"b{seed}.example", 9, seed=seed + 1, layout="blog"),
+    )
+    folder.mkdir(parents=True)
+    write_gz_jsonl(
+        folder / "pages.jsonl.gz", [{"url": s.page.url, "host": s.page.host, "html": s.page.html} for s in sites]
+    )
+    write_gz_jsonl(folder / "gold.jsonl.gz", [{"url": s.page.url, "content": s.gold} for s in sites])
+    return folder
+
+
+def recorded(folder: Path, params: EngineParams) -> tuple[str, tuple, dict[str, str]]:
+    c = load_corpus(folder)
+    return c.name, c.pages, {g.url: g.content for g in c.gold}
+
+
+def test_replaying_the_default_setting_reproduces_eval(tmp_path: Path) -> None:
+    params = EngineParams()
+    folder = corpus(tmp_path / "docs", 5, "docs")
+    name, pages, gold = recorded(folder, params)
+    records = loco.record_corpus(name, pages, gold, params)
+    here = tuple(sorted((n, v) for n, v in (("pagelevel.threshold", params.pagelevel.threshold),)))
+    cold = loco.replay(records.cold, params, [here])[here]
+    warm = loco.replay(records.warm, params, [()])[()]
+    f1 = (cold[2] + warm[2]) / records.pages
+    assert f1 == pytest.approx(evaluate_corpus(load_corpus(folder), params).scores.f1, abs=1e-9)
+    assert records.cold and records.warm  # a host's first page, and the others
+
+
+def test_each_corpus_is_scored_with_the_choice_of_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loco, "EVIDENCE", {"region.share": (0.8,)})
+    monkeypatch.setattr(loco, "COLD_GRID", {"pagelevel.threshold": (0.15, 0.9)})
+    monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.inner_threshold": (0.0, 1.0)})
+    params = EngineParams()
+    corpora = [
+        recorded(corpus(tmp_path / f"c{i}", 10 * i + 1, layout), params)
+        for i, layout in enumerate(["docs", "news", "blog"])
+    ]
+    replays = loco.run_loco(corpora, params)
+    names = [c[0] for c in corpora]
+    held = replays.held_out(names)
+    for name in names:
+        others = [n for n in names if n != name]
+        evidence, cold, warm = replays.choose(others)
+        assert (held[name].evidence, held[name].cold, held[name].warm) == (evidence, cold, warm)
+        assert held[name].f1 == pytest.approx(float(replays.score(name, evidence, cold, warm)[2]))
+        # The choice is the best for the others: no setting of the grids does better there.
+        best = sum(float(replays.score(n, evidence, cold, warm)[2]) for n in others)
+        for c in loco.settings(loco.COLD_GRID):
+            for w in loco.settings(loco.WARM_GRID):
+                assert sum(float(replays.score(n, evidence, c, w)[2]) for n in others) <= best + 1e-12
+
+
+def test_settings_are_the_grids_product() -> None:
+    grid = {"b.y": (1.0, 2.0), "a.x": (0.5,)}
+    assert loco.settings(grid) == [(("a.x", 0.5), ("b.y", 1.0)), (("a.x", 0.5), ("b.y", 2.0))]
+    params = loco.apply(EngineParams(), (("pagelevel.threshold", 0.3),))
+    assert params == dataclasses.replace(
+        EngineParams(), pagelevel=dataclasses.replace(EngineParams().pagelevel, threshold=0.3)
+    )
