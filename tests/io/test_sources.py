@@ -117,7 +117,7 @@ def test_jsonl_bad_lines_are_dead_and_reading_goes_on(tmp_path: Path) -> None:
         ("bad_record", "5", ""),
         ("bad_record", "6", "https://a.example/5"),
         ("bad_record", "7", "https://a.example/6"),
-        ("bad_record", "8", "no-host-here"),
+        ("bad_url", "8", "no-host-here"),
         ("bad_record", "9", "https://a.example/8"),
         ("bad_json", "11", ""),  # invalid UTF-8 in the line
     ]
@@ -292,8 +292,10 @@ def test_utf8_default_and_cp1252_fallback() -> None:
     # A wrong declaration falls back to the defaults rather than killing the page.
     assert decode_html(FRENCH.encode(), "shift_jis") == FRENCH
     assert decode_html(FRENCH.encode(), "no-such-charset") == FRENCH
-    # 0x81 is undefined in cp1252 and invalid UTF-8: nothing decodes it.
-    assert decode_html(b"<p>\x81\x81</p>") is None
+    # 0x81 is undefined in Python's cp1252; WHATWG's windows-1252 maps it to U+0081, as browsers do.
+    assert decode_html(b"<p>\x81\x81</p>") == "<p>\x81\x81</p>"
+    # A BOM is a promise: bytes that are mostly not UTF-8 after it are not text.
+    assert decode_html(b"\xef\xbb\xbf<p>\xff\xfe\xfd</p>") is None
 
 
 # -- folders of HTML --------------------------------------------------------------------
@@ -320,7 +322,7 @@ def test_folder_files_are_decoded_by_meta_and_fallback(tmp_path: Path) -> None:
     sjis = '<meta charset="shift_jis">' + JAPANESE
     (root / "1.html").write_bytes(sjis.encode("shift_jis"))
     (root / "2.html").write_bytes(FRENCH.encode("cp1252"))
-    (root / "3.html").write_bytes(b"<p>\x81\x81</p>")
+    (root / "3.html").write_bytes(b"\xef\xbb\xbf<p>\xff\xfe\xfd</p>")
     out = list(iter_inputs([root]))
     assert [p.html for p in pages(out)] == [sjis, FRENCH]
     assert [(d.reason, d.host) for d in dead(out)] == [("undecodable", "site")]
@@ -420,8 +422,10 @@ def test_warc_garbage_mid_file_is_reported_once(tmp_path: Path) -> None:
     )
     after = write_jsonl([make_page(url="https://b.example/1", host="b.example")], tmp_path / "after.jsonl")
     out = list(iter_inputs([path, after]))
-    assert isinstance(out[0], RawPage) and out[0].url == "https://a.example/0"
-    assert [d.reason for d in dead(out)] == ["unreadable_input"]
+    # One bad record costs that record: the page after it comes out, then the next input.
+    assert [p.url for p in pages(out)] == ["https://a.example/0", "https://a.example/1", "https://b.example/1"]
+    (bad,) = dead(out)
+    assert bad.reason == "bad_record" and bad.source == f"{path}@{len(first)}"
     assert out[-1].host == "b.example"
 
 
