@@ -39,9 +39,11 @@ from .urls import UrlError, check_page_url, host_of
 
 MAX_HEADER_BYTES = 64 << 10  # a WARC or HTTP header block longer than this is not one
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_PEEK_BYTES = 16 << 10  # an ARC header line (its URL) is recognised within this much
 _RESYNC_BYTES = 1 << 62  # resynchronising scans to the end of the file if it must
 _WARC_START = re.compile(rb"(?:^|\n)WARC/1\.[0-9]\r?\n")
-_ARC_START = re.compile(rb"\n(?=[a-z][a-z0-9+.-]*://\S+ \S+ \d{14} )")
+_ARC_LINE = re.compile(rb"\S+ \S+ \d{14} ")  # URL IP-address archive-date ...
+_ARC_START = re.compile(rb"\n(?=\S+ \S+ \d{14} )")
 _HEX = re.compile(rb"[0-9a-fA-F]{1,16}")
 
 
@@ -52,12 +54,18 @@ def media_type(content_type: str) -> str:
 def iter_archive(stream: Stream, name: str, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
     """Every page of one WARC or ARC file (module docstring); `name` goes into each source."""
     reader = _Reader(stream, name, max_page_bytes)
-    try:
-        yield from reader.records()
-    except StreamError as exc:
-        at = stream.record_offset()
-        detail = f"the file breaks off: {exc}; the rest of it is lost"
-        yield DeadPage("", "", "unreadable_input", detail, f"{name}@{at}")
+    while True:
+        try:
+            yield from reader.records()
+            return
+        except StreamError as exc:
+            # A broken gzip member: that record is lost; the next member is the next record.
+            at = stream.member_offset if stream.gz else stream.pos
+            recovered = stream.recover()
+            more = "reading goes on at the next gzip member" if recovered else "the rest of the file is lost"
+            yield DeadPage("", "", "unreadable_input", f"{exc}; {more}", f"{name}@{at}")
+            if not recovered:
+                return
 
 
 class _Reader:
@@ -89,26 +97,27 @@ class _Reader:
             offset = s.record_offset()
             own_member = s.gz and offset == s.member_offset
             source = f"{self.name}@{offset}"
-            line = s.readline(MAX_HEADER_BYTES)
-            if line.startswith(b"WARC/"):
+            head = s.peek(_PEEK_BYTES)
+            if head.startswith(b"WARC/"):
+                s.readline(MAX_HEADER_BYTES)
                 out = self._warc(source, offset, own_member)
-            elif self.arc and re.match(rb"[a-z][a-z0-9+.-]*://\S* ", line):
-                out = self._arc(line, source, offset, own_member)
+            elif self.arc and _ARC_LINE.match(head):
+                out = self._arc(s.readline(MAX_HEADER_BYTES), source, offset, own_member)
             else:
-                out = self._garbage(line, source)
+                out = self._garbage(head, source)
             if out is not None:
                 yield out
 
     # -- resynchronising ---------------------------------------------------------------
 
-    def _garbage(self, line: bytes, source: str) -> DeadPage:
-        skipped = self.s.pos
+    def _garbage(self, head: bytes, source: str) -> DeadPage:
+        """A record that does not start with a header: skipped to the next header."""
+        start = self.s.pos
         self._resync()
         what = "an ARC" if self.arc else "a WARC"
         return DeadPage(
             "", "", "bad_record",
-            f"not {what} record header ({line[:40]!r}); {self.s.pos - skipped + len(line):,} bytes skipped to the "
-            "next record",
+            f"not {what} record header ({head[:40]!r}); {self.s.pos - start:,} bytes skipped to the next record",
             source,
         )
 
@@ -148,7 +157,7 @@ class _Reader:
     def _warc(self, source: str, offset: int, own_member: bool) -> RawPage | DeadPage | None:
         headers = self._headers()
         if headers is None:
-            return self._garbage(b"WARC/ (header block too long or malformed)", source)
+            return self._garbage(b"WARC/... (a header block too long or malformed)", source)
         url = headers.get("warc-target-uri", "").strip().strip("<>")
         try:
             declared = int(headers.get("content-length", ""))
@@ -359,8 +368,8 @@ def dechunk(body: bytes) -> bytes:
             break
         data_start = nl + 1
         data_end = data_start + size
-        if not parts and data_end < n and body[data_end : data_end + 1] not in (b"\r", b"\n"):
-            return body  # a first "chunk" not followed by a line break: not chunked
+        if not parts and (data_end > n or (data_end < n and body[data_end : data_end + 1] not in (b"\r", b"\n"))):
+            return body  # a first "chunk" longer than the body, or not followed by a line break: not chunked
         parts.append(body[data_start:data_end])
         pos = data_end
         if body.startswith(b"\r\n", pos):

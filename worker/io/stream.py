@@ -154,9 +154,10 @@ class Stream:
         """Up to `n` next bytes, not consumed (at most what one piece holds)."""
         have = self._available()
         if have < n and have and self._at:
-            # Move the rest to the front and append the next piece (at most one more piece).
+            # Move the rest to the front and append the next piece (at most one more piece, and
+            # never one of the next gzip member: a member's bytes start a buffer of their own).
             rest = self._buf[self._at :]
-            if self._fill():
+            if self._fill(in_member=True):
                 self._buf = rest + self._buf
             else:
                 self._set(rest)
@@ -199,6 +200,8 @@ class Stream:
         while scanned < limit:
             if not self._available():
                 return False
+            if self.gz and self.pos == self._member_out:
+                tail = b""  # a gzip member starts a record: "^" matches at its start
             piece = self._buf[self._at :]
             window = tail + piece
             m = pattern.search(window)
@@ -216,6 +219,37 @@ class Stream:
             scanned += len(piece)
             self._at = len(self._buf)
         return False
+
+    def recover(self) -> bool:
+        """After a StreamError in a gzip file: go on at the next gzip member after the broken one
+        (the next record, in a file of a member a record); False when there is none."""
+        if not self.gz:
+            return False
+        magic = GZIP_MAGIC + b"\x08"
+        try:
+            if self.raw.seekable():
+                self.raw.seek(self.member_offset + 1)
+                self._raw_pos = self.member_offset + 1
+                data = b""
+            else:
+                data = self._pending
+        except OSError:
+            return False
+        while True:
+            at = data.find(magic)
+            if at >= 0:
+                self._pending = data[at:]
+                break
+            tail = data[-2:]
+            more = self._read_raw()
+            if not more:
+                self._eof = True
+                return False
+            data = tail + more
+        self._d = None
+        self._member_done = False
+        self._set(b"")
+        return True
 
     def seek(self, pos: int) -> bool:
         """Go back (or forward) to uncompressed position `pos`; False when the input cannot seek (a pipe)."""
