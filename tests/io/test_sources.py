@@ -14,50 +14,10 @@ from pathlib import Path
 import pytest
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
-from detemplate.io.sources import decode_html, estimate_total, host_of, iter_inputs
+from detemplate.io.sources import decode_html, estimate_total, iter_inputs
 
 from tests.factories import make_page, make_site, write_jsonl
-
-# -- helpers: WARC records written by hand (WARC/1.0: text headers, CRLF, body, CRLF CRLF) --
-
-
-def warc_record(
-    url: str,
-    body: bytes,
-    content_type: str | None = "text/html; charset=utf-8",
-    status: int = 200,
-    warc_type: str = "response",
-    extra_http: str = "",
-) -> bytes:
-    if warc_type == "response":
-        head = f"HTTP/1.1 {status} X\r\n"
-        if content_type is not None:
-            head += f"Content-Type: {content_type}\r\n"
-        head += f"Content-Length: {len(body)}\r\n{extra_http}\r\n"
-        block = head.encode("ascii") + body
-        block_type = "application/http; msgtype=response"
-    elif warc_type == "request":
-        block = f"GET / HTTP/1.1\r\nHost: {host_of(url)}\r\n\r\n".encode()
-        block_type = "application/http; msgtype=request"
-    else:  # resource, warcinfo, metadata: the block is the body itself
-        block = body
-        block_type = content_type or "application/octet-stream"
-    headers = (
-        "WARC/1.0\r\n"
-        f"WARC-Type: {warc_type}\r\n"
-        f"WARC-Target-URI: {url}\r\n"
-        "WARC-Date: 2024-01-01T00:00:00Z\r\n"
-        f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{abs(hash((url, warc_type))) % 10**12:012d}>\r\n"
-        f"Content-Type: {block_type}\r\n"
-        f"Content-Length: {len(block)}\r\n\r\n"
-    )
-    return headers.encode("ascii") + block + b"\r\n\r\n"
-
-
-def write_warc(path: Path, records: list[bytes], gz: bool = False) -> Path:
-    # A .warc.gz is one gzip member per record, as crawlers write it.
-    path.write_bytes(b"".join(gzip.compress(r) for r in records) if gz else b"".join(records))
-    return path
+from tests.io.archives import warc_record, write_warc
 
 
 def pages(items: list[RawPage | DeadPage]) -> list[RawPage]:
@@ -450,3 +410,48 @@ def test_warc_truncated_last_record_is_dead_not_a_partial_page(tmp_path: Path, e
     out = list(iter_inputs([path]))
     assert isinstance(out[0], RawPage)
     assert [(d.reason, d.url) for d in dead(out)] == [("truncated", "https://a.example/1")]
+
+
+# -- bounded reading of JSONL -------------------------------------------------------------------
+
+SMALL = 64 << 10  # pages of at most 64 KB: a line over 6 x 64 KB + 1 MB is skipped unread
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_over_the_limit_is_skipped_unread_and_the_next_line_read(tmp_path: Path, gz: bool) -> None:
+    from tests.io.archives import gzip_stream
+
+    good = json.dumps({"url": "https://a.example/ok", "html": "<p>ok</p>"}).encode()
+    head = b'{"url": "https://a.example/big", "html": "'
+    path = tmp_path / ("big.jsonl.gz" if gz else "big.jsonl")
+    size = 40 << 20
+    if gz:
+        path.write_bytes(gzip_stream(size, b"x", prefix=good + b"\n" + head, suffix=b'"}\n' + good + b"\n"))
+    else:
+        path.write_bytes(good + b"\n" + head + b"x" * size + b'"}\n' + good + b"\n")
+    out = list(iter_inputs([path], max_page_bytes=SMALL))
+    assert [type(p).__name__ for p in out] == ["RawPage", "DeadPage", "RawPage"]
+    big = out[1]
+    assert isinstance(big, DeadPage) and big.reason == "too_large" and big.source == f"{path}:2"
+    assert f"{size + len(head) + 2:,} bytes" in big.detail  # the line without its newline
+    assert out[2].source == f"{path}:3"
+
+
+def test_gigabytes_of_blank_lines_are_passed_over_a_piece_at_a_time(tmp_path: Path) -> None:
+    from tests.io.archives import gzip_stream
+
+    good = json.dumps({"url": "https://a.example/ok", "html": "<p>ok</p>"}).encode()
+    path = tmp_path / "blank.jsonl.gz"
+    blank = 256 << 20  # 256 MB of newlines here; scripts/hostile_inputs.py runs 2 GB
+    path.write_bytes(gzip_stream(blank, b"\n", prefix=b"  \t\n", suffix=good + b"\n"))
+    (page,) = iter_inputs([path])
+    assert isinstance(page, RawPage) and page.source == f"{path}:{blank + 2}"
+
+
+def test_lines_split_across_reads_keep_their_numbers() -> None:
+    from detemplate.io.stream import iter_lines
+
+    pieces = [b'{"a":1}\n\n  \n{"b"', b":2}\n{x}\r\n", b"\n\n", b"last"]
+    assert list(iter_lines(iter(pieces), 100)) == [(1, b'{"a":1}'), (4, b'{"b":2}'), (5, b"{x}\r"), (8, b"last")]
+    assert list(iter_lines(iter([b"a" * 50, b"a" * 60, b"\nok\n"]), 100)) == [(1, 110), (2, b"ok")]
+    assert list(iter_lines(iter([b"x" * 150, b"\n\n  y\n"]), 100)) == [(1, 150), (3, b"  y")]

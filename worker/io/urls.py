@@ -18,8 +18,8 @@ normalised host or raises `UrlError` with a reason code and one sentence:
 Hosts are normalised as browsers normalise them: lower-cased, without port, user info
 or a trailing dot, non-ASCII names in their ASCII (``xn--``) form, so ``Bücher.Example``,
 ``bücher.example.`` and ``xn--bcher-kva.example`` are one site with one table. ASCII
-labels are not put through IDNA's stricter rules: ``my_host.example`` is a real host that
-browsers reach. IPv6 literals keep their bracket-less form (``::1``).
+labels are not put through IDNA's stricter rules (``my_host.example`` is a real host that
+browsers reach), except ``xn--`` labels, which must decode. IPv6 literals keep their bracket-less form (``::1``).
 """
 
 from __future__ import annotations
@@ -92,11 +92,15 @@ def normalise_host(host: str) -> str:
     bad = _HOST_BAD.search(name)
     if bad is not None:
         raise UrlError("bad_host", f"the host holds {bad.group()!r}, which no host name may hold: {_show(host)}")
-    if not name.isascii():
-        try:
+    try:
+        if not name.isascii():
             name = idna.encode(name, uts46=True).decode("ascii")
-        except (idna.IDNAError, UnicodeError, ValueError) as exc:
-            raise UrlError("bad_host", f"the host is not a valid international name ({exc}): {_show(host)}") from exc
+        elif "xn--" in name:
+            for label in name.split("."):
+                if label.startswith("xn--"):
+                    idna.decode(label)  # an A-label must decode, as browsers' domain-to-ASCII checks
+    except (idna.IDNAError, UnicodeError, ValueError) as exc:
+        raise UrlError("bad_host", f"the host is not a valid international name ({exc}): {_show(host)}") from exc
     if len(name) > MAX_HOST_CHARS:
         raise UrlError("bad_host", f"the host has {len(name):,} characters, over the limit of {MAX_HOST_CHARS}")
     for label in name.split("."):
