@@ -206,7 +206,7 @@ def test_garbage_and_bad_lengths_mid_file_cost_one_record(tmp_path: Path, gz: bo
     good = [warc_record(f"https://g.example/{i}", page(i)) for i in range(4)]
     records = [
         good[0],
-        b"this is not a WARC header\r\n\r\n",
+        b"this is not a WARC header\r\n" * 20,  # more than a stray line left over by a short length
         good[1],
         warc_record("https://g.example/no-length", page("x")).replace(b"Content-Length: ", b"Content-Length: x"),
         good[2],
@@ -237,6 +237,19 @@ def test_a_length_beyond_the_file_is_truncated_and_does_not_swallow_the_next_rec
     (lie,) = dead(out)
     assert lie.reason == "truncated" and lie.url == "https://t.example/liar"
     assert "1,000,000,000,000,000" in lie.detail
+
+
+def test_a_length_a_few_bytes_short_is_tolerated_as_archive_readers_do(tmp_path: Path) -> None:
+    # The block's last line is left over after Content-Length; the next record follows it.
+    short = warc_record("https://s.example/0", page(0) + b"\r\nm")
+    short = short.replace(b"Content-Length: %d\r\n\r\nHTTP" % (len(short) - 4 - short.index(b"HTTP")),
+                          b"Content-Length: %d\r\n\r\nHTTP" % (len(short) - 7 - short.index(b"HTTP")))
+    # Line breaks of another writer: CR CR LF.
+    odd = warc_record("https://s.example/1", page(1))[:-4] + b"\r\r\n\r\r\n"
+    records = [short, odd, warc_record("https://s.example/2", page(2))]
+    out = list(iter_inputs([write_warc(tmp_path / "s.warc", records)]))
+    assert not dead(out)
+    assert [p.url for p in out] == [f"https://s.example/{i}" for i in range(3)]
 
 
 def test_a_lying_length_on_a_record_that_is_not_a_page_costs_nothing_else(tmp_path: Path) -> None:

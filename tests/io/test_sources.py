@@ -374,21 +374,6 @@ def test_estimate_total(tmp_path: Path) -> None:
     assert estimate_total([warc]) is None
 
 
-def test_warc_garbage_mid_file_is_reported_once(tmp_path: Path) -> None:
-    first = warc_record("https://a.example/0", b"<p>zero</p>")
-    path = write_warc(
-        tmp_path / "g.warc",
-        [first, b"this is not a WARC header\r\n\r\n", warc_record("https://a.example/1", b"<p>one</p>")],
-    )
-    after = write_jsonl([make_page(url="https://b.example/1", host="b.example")], tmp_path / "after.jsonl")
-    out = list(iter_inputs([path, after]))
-    # One bad record costs that record: the page after it comes out, then the next input.
-    assert [p.url for p in pages(out)] == ["https://a.example/0", "https://a.example/1", "https://b.example/1"]
-    (bad,) = dead(out)
-    assert bad.reason == "bad_record" and bad.source == f"{path}@{len(first)}"
-    assert out[-1].host == "b.example"
-
-
 def test_a_fifo_is_not_an_input(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)

@@ -39,7 +39,8 @@ from .urls import UrlError, check_page_url, host_of
 
 MAX_HEADER_BYTES = 64 << 10  # a WARC or HTTP header block longer than this is not one
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-_PEEK_BYTES = 16 << 10  # an ARC header line (its URL) is recognised within this much
+_PEEK_BYTES = 16 << 10
+_STRAY_LINE_BYTES = 256  # an ARC header line (its URL) is recognised within this much
 _RESYNC_BYTES = 1 << 62  # resynchronising scans to the end of the file if it must
 _WARC_START = re.compile(rb"(?:^|\n)WARC/1\.[0-9]\r?\n")
 _ARC_LINE = re.compile(rb"\S+ \S+ \d{14} ")  # URL IP-address archive-date ...
@@ -76,24 +77,43 @@ class _Reader:
         self.arc = False
 
     def _skip_blank(self) -> None:
+        """Skip the line breaks between records (any run of CR and LF: writers differ)."""
         s = self.s
         while True:
-            head = s.peek(2)
-            if head[:1] == b"\n":
-                s.skip(1)
-            elif head == b"\r\n":
-                s.skip(2)
-            else:
+            head = s.peek(256)
+            n = len(head) - len(head.lstrip(b"\r\n"))
+            if not n:
                 return
+            s.skip(n)
+
+    def _stray_line(self, head: bytes) -> bool:
+        """Skip one short stray line after a record when a record header follows it: a block
+        whose Content-Length was a few bytes short, which archive readers tolerate (warcio
+        warns): nothing is lost, so it is no dead letter."""
+        nl = head.find(b"\n", 0, _STRAY_LINE_BYTES)
+        if nl < 0:
+            return False
+        rest = head[nl + 1 :].lstrip(b"\r\n")
+        if not (rest.startswith(b"WARC/") or (self.arc and _ARC_LINE.match(rest))):
+            return False
+        self.s.skip(nl + 1)
+        return True
 
     def records(self) -> Iterator[RawPage | DeadPage]:
         s = self.s
         head = s.peek(16)
         self.arc = head.startswith(b"filedesc://")
+        after_record = False
         while True:
             self._skip_blank()
             if s.at_end():
                 return
+            if after_record:
+                after_record = False
+                head = s.peek(_PEEK_BYTES)
+                is_header = head.startswith(b"WARC/") or (self.arc and _ARC_LINE.match(head))
+                if not is_header and self._stray_line(head):
+                    self._skip_blank()
             offset = s.record_offset()
             own_member = s.gz and offset == s.member_offset
             source = f"{self.name}@{offset}"
@@ -105,6 +125,7 @@ class _Reader:
                 out = self._arc(s.readline(MAX_HEADER_BYTES), source, offset, own_member)
             else:
                 out = self._garbage(head, source)
+            after_record = not isinstance(out, DeadPage) or out.reason != "bad_record"
             if out is not None:
                 yield out
 
