@@ -91,10 +91,12 @@ def deflate(data: bytes, raw: bool = False) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def gzip_stream(total: int, fill: bytes = b"\x00", prefix: bytes = b"", suffix: bytes = b"") -> bytes:
-    """One gzip member whose data is `prefix`, `total` bytes of `fill`, `suffix`: a bomb of any size,
-    compressed piece by piece (never held whole)."""
-    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+def gzip_stream(
+    total: int, fill: bytes = b"\x00", prefix: bytes = b"", suffix: bytes = b"", level: int = 9, wbits: int = 31
+) -> bytes:
+    """One gzip member (zlib with wbits=15) whose data is `prefix`, `total` bytes of `fill`, `suffix`:
+    a bomb of any size, compressed piece by piece (never held whole)."""
+    c = zlib.compressobj(level, zlib.DEFLATED, wbits)
     out = [c.compress(prefix)]
     piece = fill * ((1 << 20) // len(fill))
     left = total

@@ -35,7 +35,7 @@ from typing import Any
 from ..engine.model import DeadPage, RawPage
 from .charsets import charset_of, decode_html
 from .stream import Stream, StreamError, TooLarge, inflate
-from .urls import UrlError, check_page_url, host_of
+from .urls import MAX_URL_CHARS, UrlError, check_page_url, host_of
 
 MAX_HEADER_BYTES = 64 << 10  # a WARC or HTTP header block longer than this is not one
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -329,7 +329,7 @@ class _Reader:
         try:
             host = check_page_url(url)
         except UrlError as exc:
-            return DeadPage(url, "", exc.reason, exc.detail, source)
+            return DeadPage(url[:MAX_URL_CHARS], "", exc.reason, exc.detail, source)
         text = decode_html(body, charset_of(content_type))
         if text is None:
             return DeadPage(url, host, "undecodable", "the bytes are not text in any charset they declare", source)

@@ -58,7 +58,7 @@ from ..engine.params import SegmentParams
 from .archive import HTML_TYPES, iter_archive, media_type
 from .charsets import charset_of, decode_html
 from .stream import GZIP_MAGIC, Stream, StreamError, iter_lines
-from .urls import UrlError, check_page_url, host_of
+from .urls import MAX_URL_CHARS, UrlError, check_page_url, host_of
 
 __all__ = ["charset_of", "decode_html", "decode_record", "estimate_total", "host_of", "input_kind", "iter_inputs"]
 
@@ -339,7 +339,8 @@ def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     try:
         host = check_page_url(url, host)
     except UrlError as exc:
-        return DeadPage(shown, "", exc.reason, exc.detail, source)
+        # A URL over the limit is cut in its dead letter (a 20 MB URL would make a 20 MB letter).
+        return DeadPage(shown[:MAX_URL_CHARS], "", exc.reason, exc.detail, source)
     meta = _meta(rec)
     html = rec.get("html")
     if isinstance(html, str):
