@@ -122,23 +122,27 @@ def warcio_pages(paths: list[str]) -> int | None:
     return total
 
 
-def meta_cost(items: list[Any], params: EngineParams) -> tuple[float, float]:
-    """Microseconds a page: lexbor's parse, and title + lang on the parsed tree."""
+def meta_cost(items: list[Any], params: EngineParams, rounds: int) -> tuple[float, float]:
+    """Microseconds a page (best round): lexbor's parse, and title + lang on the parsed tree."""
     pages = [p for p in items if isinstance(p, RawPage)]
-    trees = []
-    t0 = time.perf_counter()
-    for p in pages:
-        try:
-            trees.append(parse(p.html, params.segment))
-        except BadInputError:  # a page the guards refuse has no tree
-            continue
-    t1 = time.perf_counter()
-    for tree in trees:
-        page_title(tree)
-        page_lang(tree)
-    t2 = time.perf_counter()
-    n = max(len(trees), 1)
-    return (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6
+    best_parse = best_meta = float("inf")
+    for _ in range(rounds):
+        trees = []
+        t0 = time.perf_counter()
+        for p in pages:
+            try:
+                trees.append(parse(p.html, params.segment))
+            except BadInputError:  # a page the guards refuse has no tree
+                continue
+        t1 = time.perf_counter()
+        for tree in trees:
+            page_title(tree)
+            page_lang(tree)
+        t2 = time.perf_counter()
+        n = max(len(trees), 1)
+        best_parse = min(best_parse, (t1 - t0) / n * 1e6)
+        best_meta = min(best_meta, (t2 - t1) / n * 1e6)
+    return best_parse, best_meta
 
 
 def main() -> None:
@@ -167,7 +171,7 @@ def main() -> None:
         print(f"{fmt:<20} {best[fmt]:>9,.0f} {best[fmt] / base:>9.2f} {size:>12,} {size / size0:>9.2f}")
     print(f"\n({summary.pages} pages, {summary.clean} clean, {sum(summary.errors.values())} errors "
           f"{dict(summary.errors)}; best of {args.rounds} rounds, a fresh state each)")
-    parse_us, meta_us = meta_cost(items, params)
+    parse_us, meta_us = meta_cost(items, params, args.rounds)
     print(f"title + lang (engine/page/meta.py): {meta_us:.1f} us a page; lexbor's parse of the same pages: "
           f"{parse_us:.0f} us")
     print("\nopened by their users' libraries:")

@@ -356,7 +356,8 @@ def _http_head(block: bytes) -> tuple[int, dict[str, str], int] | None:
         else:
             return None
     lines = block[:end].decode("latin-1").splitlines()
-    m = re.match(r"HTTP/\d(?:\.\d)?\s+(\d{3})", lines[0]) if lines else None
+    # Read as leniently as warcio reads it: any protocol word, then a three-digit status.
+    m = re.match(r"\S+\s+(\d{3})(?:\s|$)", lines[0]) if lines else None
     if m is None:
         return None
     headers: dict[str, str] = {}
