@@ -90,6 +90,25 @@ def json_line_500mb(d: Path) -> Path:
     return p
 
 
+def json_line_at_limit(d: Path) -> Path:
+    """The largest line read: 6 x 10 MB + 1 MB of text (over the page limit once decoded)."""
+    p = d / "line-61mb.jsonl"
+    with open(p, "wb") as fh:
+        fh.write(b'{"url": "https://big.example/", "html": "<p>')
+        fh.write(b"x" * (61 * MB - 100))
+        fh.write(b'"}\n' + GOOD_LINE)
+    return p
+
+
+def warc_page_at_limit(d: Path) -> Path:
+    """The largest page read: a 9.9 MB page, gzip-encoded, of 59,000 paragraphs."""
+    html = b"<html><body>" + (b"<p>" + b"word " * 32 + b"</p>") * 59_000 + b"</body></html>"
+    rec = warc_record("https://big.example/", gzip.compress(html), extra_http="Content-Encoding: gzip\r\n")
+    p = d / "page-10mb.warc.gz"
+    p.write_bytes(gzip.compress(rec) + gzip.compress(GOOD_RECORD))
+    return p
+
+
 def jsonl_gz_2gb_blank(d: Path) -> Path:
     p = d / "blank-2gb.jsonl.gz"
     p.write_bytes(gzip_stream(2 * GB, b"\n", suffix=GOOD_LINE, level=6))
@@ -165,6 +184,8 @@ CASES: list[tuple[str, str, Callable[[Path], Path]]] = [
     ("an HTTP body, Content-Encoding br, inflating to 2 GB", "body-br-2gb", warc_br_body_2gb),
     ("a 500 MB JSON line", "line-500mb", json_line_500mb),
     ("2 GB of blank lines in a .jsonl.gz", "blank-2gb", jsonl_gz_2gb_blank),
+    ("a 61 MB JSON line (the longest line read)", "line-61mb", json_line_at_limit),
+    ("a 9.9 MB page of 59,000 paragraphs, gzip-encoded (the largest page read)", "page-10mb", warc_page_at_limit),
     ("Content-Length: 10^15 (plain WARC)", "length-1e15", warc_length_1e15),
     ("Content-Length: 10^15 (.warc.gz)", "length-1e15-gz", warc_gz_length_1e15),
     ("200 MB of garbage between two records", "garbage-200mb", garbage_200mb),

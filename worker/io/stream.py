@@ -304,10 +304,13 @@ def iter_lines(chunks: Iterator[bytes], max_line: int) -> Iterator[tuple[int, by
                 continue
             if carried + end > max_line:
                 yield line_no, carried + end
+                parts = []
             else:
                 parts.append(data[:end])
-                yield line_no, b"".join(parts)
-            parts = []
+                line = b"".join(parts)
+                parts = []  # not held beside the line while it is decoded
+                yield line_no, line
+                del line
             carried = 0
             line_no += 1
             pos = end + 1
