@@ -440,3 +440,16 @@ def test_lines_split_across_reads_keep_their_numbers() -> None:
     assert list(iter_lines(iter(pieces), 100)) == [(1, b'{"a":1}'), (4, b'{"b":2}'), (5, b"{x}\r"), (8, b"last")]
     assert list(iter_lines(iter([b"a" * 50, b"a" * 60, b"\nok\n"]), 100)) == [(1, 110), (2, b"ok")]
     assert list(iter_lines(iter([b"x" * 150, b"\n\n  y\n"]), 100)) == [(1, 150), (3, b"  y")]
+
+
+def test_a_pages_meta_rides_through_pages_raw(tmp_path: Path) -> None:
+    """`detemplate produce` sends a WARC page's date and record with it; the worker's decoder reads them back."""
+    from detemplate.io.sources import decode_record
+    from detemplate.stream.kafka_io import encode_raw
+
+    rec = warc_record("https://m.example/", b"<p>m</p>", record_id="<urn:uuid:7>")
+    (page,) = iter_inputs([write_warc(tmp_path / "m.warc.gz", [rec], gz=True)])
+    assert isinstance(page, RawPage) and page.meta["warc_record_id"] == "<urn:uuid:7>"
+    again = decode_record(encode_raw(page), "pages.raw/0/0")
+    assert isinstance(again, RawPage)
+    assert (again.url, again.host, again.html, dict(again.meta)) == (page.url, page.host, page.html, dict(page.meta))
