@@ -224,7 +224,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="output format (default: by the output's name, else jsonl)",
     )
     p.add_argument(
-        "--no-blocks", action="store_true", help="leave out each page's blocks (the lean form: a third of the size, or less)"
+        "--no-blocks",
+        action="store_true",
+        help="leave out each page's blocks (the lean form: a third of the size, or less)",
     )
     p.add_argument("--events", help="write template events as JSONL here")
     p.add_argument(

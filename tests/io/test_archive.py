@@ -310,6 +310,16 @@ def test_a_record_over_the_page_limit_is_not_read(tmp_path: Path) -> None:
     assert too.reason == "too_large" and too.url == "https://b.example/big" and "not read" in too.detail
 
 
+def test_big_responses_that_are_not_pages_are_skipped_silently(tmp_path: Path) -> None:
+    records = [
+        warc_record("https://i.example/big.png", b"\x89PNG" + b"\0" * (3 * LIMIT), content_type="image/png"),
+        warc_record("https://i.example/gone", b"<p>" + b"x" * (3 * LIMIT), status=404),
+        warc_record("https://i.example/ok", page("ok")),
+    ]
+    out = list(iter_inputs([write_warc(tmp_path / "i.warc.gz", records, gz=True)], max_page_bytes=LIMIT))
+    assert [(type(p).__name__, p.url) for p in out] == [("RawPage", "https://i.example/ok")]
+
+
 def test_a_gzip_member_inflating_far_past_the_limit_is_skipped_unheld(tmp_path: Path) -> None:
     # A 300 MB record in a member of about 300 KB: inflated through in pieces, never held.
     size = 300 << 20

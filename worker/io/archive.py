@@ -253,15 +253,23 @@ class _Reader:
     ) -> RawPage | DeadPage | None:
         s = self.s
         start = s.pos
-        limit = self.max_page_bytes + (MAX_HEADER_BYTES if is_http else 0)
-        block = s.read(min(declared, limit), in_member=own_member)
-        rest = declared - len(block)
+        want = min(declared, self.max_page_bytes + (MAX_HEADER_BYTES if is_http else 0))
+        block = s.read(min(want, MAX_HEADER_BYTES), in_member=own_member)
+        # An HTTP response that is plainly not a page (an image, a redirect) is skipped
+        # without reading its body into memory.
+        head = _http_head(block) if is_http else None
+        skip_body = head is not None and not _maybe_page(head)
+        if not skip_body and len(block) < want and len(block) == min(want, MAX_HEADER_BYTES):
+            block += s.read(want - len(block), in_member=own_member)
         present = len(block)
-        if rest > 0 and len(block) == min(declared, limit):
+        rest = declared - present
+        if rest > 0 and (skip_body or present == want):
             present += s.skip(rest, in_member=own_member)
         truncated = present < declared
         if truncated:
             self._after_short(start, own_member)
+        if skip_body:
+            return None
         encodings: list[str] = []
         transfer = ""
         body_start = 0
@@ -337,6 +345,13 @@ class _Reader:
 
     def _dead(self, url: str, reason: str, detail: str, source: str) -> DeadPage:
         return DeadPage(url, host_of(url), reason, detail, source)
+
+
+def _maybe_page(head: tuple[int, dict[str, str], int]) -> bool:
+    """Whether an HTTP response head may be a page's: a 2xx status and an HTML content type (or none)."""
+    status, headers, _ = head
+    content_type = headers.get("content-type")
+    return 200 <= status < 300 and (not content_type or media_type(content_type) in HTML_TYPES)
 
 
 def _short(present: int, declared: int) -> str:
