@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml setup.py worker/engine/page/_walk.pyx worker/engine/page/abi.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[stream,broker,report,dev]'
+	$(BIN)/pip install --quiet -e '.[stream,broker,report,parquet,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

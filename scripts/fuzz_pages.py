@@ -39,7 +39,8 @@ SP = PARAMS.segment
 FAST = compiled.walker(SP.block_tags, SP.skip_tags)
 CHARSETS = [None, "utf-8", "latin-1", "cp1252", "utf-16", "shift_jis", "gb18030", "koi8-r", "nonsense"]
 REASONS = {
-    "empty", "not_html", "too_large", "too_deep", "too_many_nodes", "bad_json", "bad_record", "undecodable",
+    "empty", "not_html", "too_large", "too_deep", "too_many_nodes", "bad_json", "bad_record", "bad_url", "bad_host",
+    "undecodable",
     "unsupported_version",
 }
 seen: Counter[str] = Counter()

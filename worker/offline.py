@@ -1,8 +1,10 @@
 """`detemplate run`: the embedded default, over WARC, JSONL or folders of HTML, no Kafka.
 
 Pages are decided in input order, one pass, each with only what came before it, by the
-same `process_page` the stream worker calls; output records are encoded by
-`detemplate.io.codec`, so they are byte-identical to what the worker publishes.
+same `process_page` the stream worker calls; JSONL output records are encoded by
+`detemplate.io.codec`, so they are byte-identical to what the worker publishes. Other
+formats (Markdown, plain text, WET, Parquet: `detemplate.io.formats`) carry the same
+fields.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from pathlib import Path
 from typing import IO
 
 from .engine import page
-from .engine.errors import ConfigError, DetemplateError
+from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage
 from .engine.params import EngineParams, add_param_argument, with_overrides
 from .engine.pipeline import process_page
 from .io import codec
+from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
 from .state.base import SegmentStore
 from .state.memory import MemoryStore
 
@@ -45,6 +48,7 @@ class RunSummary:
     template_chars: int = 0
     events: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
+    markdown_fallbacks: int = 0  # pages written as plain text in Markdown output (io/markdown.py)
 
     @property
     def template_share(self) -> float:
@@ -63,17 +67,19 @@ class RunSummary:
         ]
         if errors:
             out.append("errors       " + ", ".join(f"{k} {v}" for k, v in self.errors.most_common()))
+        if self.markdown_fallbacks:
+            out.append(f"markdown     {self.markdown_fallbacks:,} pages written as plain text (structure not matched)")
         return out
 
 
-def open_output(path: str, stack: ExitStack) -> IO[bytes]:
-    """A binary writer for PATH, '-' for standard output, gzip when PATH ends in .gz."""
+def open_output(path: str, stack: ExitStack, compress: bool = True) -> IO[bytes]:
+    """A binary writer for PATH, '-' for standard output, gzip when PATH ends in .gz (and `compress`)."""
     if path == "-":
         return sys.stdout.buffer
     p = Path(path)
     if p.parent and not p.parent.exists():
         p.parent.mkdir(parents=True)
-    if p.suffix == ".gz":
+    if p.suffix == ".gz" and compress:
         return stack.enter_context(gzip.open(p, "wb"))  # type: ignore[arg-type]  # GzipFile is an IO[bytes]
     return stack.enter_context(open(p, "wb"))
 
@@ -82,36 +88,46 @@ def run_pages(
     pages: Iterable[RawPage | DeadPage],
     store: SegmentStore,
     params: EngineParams,
-    out: IO[bytes],
+    out: IO[bytes] | None = None,
     events_out: IO[bytes] | None = None,
     with_html: bool = False,
     summary: RunSummary | None = None,
+    writer: Writer | None = None,
 ) -> RunSummary:
-    """Decide every page in order, writing clean pages and error records to `out`."""
+    """Decide every page in order, writing clean pages and error records to `writer` (JSONL to `out` when None)."""
     summary = summary or RunSummary()
+    if writer is None:
+        assert out is not None, "run_pages writes to `writer` or, as JSONL, to `out`"
+        writer = JsonlWriter(out, OutputOptions())
     started = time.perf_counter()
-    write = out.write
     try:
         for item in pages:
             summary.pages += 1
             if isinstance(item, DeadPage):
                 summary.errors[item.reason] += 1
-                write(codec.encode_dead(item) + b"\n")
+                writer.dead(item)
                 continue
             outcome = process_page(item, store, params, with_html)
             if outcome.dead is not None:
                 summary.errors[outcome.dead.reason] += 1
-                write(codec.encode_dead(outcome.dead) + b"\n")
+                writer.dead(outcome.dead)
                 continue
             clean = outcome.clean
             assert clean is not None  # an Outcome holds a clean page or a dead one
+            try:
+                writer.clean(clean, item)
+            except BadInputError as exc:
+                # A field no output can carry (a lone surrogate from an API caller's page): an
+                # error line in its place, and the run goes on.
+                summary.errors[exc.reason] += 1
+                writer.dead(DeadPage(clean.url, clean.host, exc.reason, exc.detail, item.source))
+                continue
             summary.clean += 1
             summary.hosts.add(clean.host)
             for block in clean.blocks:
                 summary.chars += block.chars
                 if block.verdict == "template":
                     summary.template_chars += block.chars
-            write(codec.encode_clean(clean) + b"\n")
             for event in outcome.events:
                 summary.events[event.type] += 1
                 if events_out is not None:
@@ -120,6 +136,7 @@ def run_pages(
                 store.flush()
     finally:
         summary.seconds += time.perf_counter() - started
+        summary.markdown_fallbacks = writer.fallbacks
         store.flush()
     return summary
 
@@ -139,8 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         params = with_overrides(EngineParams(), args.param)
-        pages = iter_inputs(args.inputs)
-        total = estimate_total(args.inputs)
+        fmt = format_for(args.output, args.format)
+        pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
+        total = None if "-" in args.inputs else estimate_total(args.inputs)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -154,9 +172,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 store = MemoryStore()
             stack.callback(store.close)
-            out = open_output(args.output, stack)
+            # WET writes a gzip member a record itself; Parquet compresses itself.
+            own_gzip = fmt == "wet" and args.output.lower().endswith(".gz")
+            out = open_output(args.output, stack, compress=fmt not in ("wet", "parquet"))
+            options = OutputOptions(blocks=not args.no_blocks, segment=params.segment, gz=own_gzip)
+            writer = make_writer(fmt, out, options)
             events_out = open_output(args.events, stack) if args.events else None
-            run_pages(_progress(pages, total), store, params, out, events_out, args.html, summary)
+            try:
+                run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
+            finally:
+                writer.close()
         except DetemplateError as exc:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
@@ -176,17 +201,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="clean pages from WARC, JSONL or folders of HTML (no Kafka)",
         description=(
             "Decide every page of the inputs in order, one pass, each page with only what came before "
-            "it, and write one JSON line per page: the clean page (url, host, page_no, text, blocks "
-            "with their verdicts) or an error record with the reason. Template events go to --events."
+            "it, and write a record per page: the clean page (url, host, page_no, title, lang, date, the "
+            "WARC record it came from, its text, blocks with their verdicts) or an error record with the "
+            "reason. Template events go to --events."
         ),
         epilog=(
-            "INPUT may be JSONL or JSONL.gz raw pages ({\"url\", \"host\"?, \"html\"}), WARC or WARC.gz "
-            "files (HTML response records), or folders of .html files, in any mix. "
+            "INPUT may be JSONL or JSONL.gz raw pages ({\"url\", \"host\"?, \"html\"}), WARC or ARC files "
+            "(.gz or not; HTML response records), folders of .html files, in any mix, or - for standard input. "
+            "Formats (docs/formats.md): jsonl (default), markdown, text, wet (WARC conversion records, as "
+            "Common Crawl's), parquet (pip install 'detemplate[parquet]'); chosen by --format or by the "
+            "output's name (.jsonl, .md, .txt, .wet/.warc, .parquet; .gz compresses). "
             "Example: detemplate run crawl.warc.gz --output clean.jsonl --events events.jsonl --state state/"
         ),
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz), WARC(.gz) or a folder of .html files")
-    p.add_argument("-o", "--output", required=True, help="clean pages as JSONL ('-' for stdout, .gz to compress)")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL(.gz), WARC/ARC(.gz), a folder of .html files, -")
+    p.add_argument(
+        "-o", "--output", required=True, help="where the clean pages go ('-' for stdout, .gz to compress)"
+    )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="output format (default: by the output's name, else jsonl)",
+    )
+    p.add_argument(
+        "--no-blocks",
+        action="store_true",
+        help="leave out each page's blocks (the lean form: a third of the size, or less)",
+    )
     p.add_argument("--events", help="write template events as JSONL here")
     p.add_argument(
         "--state",

@@ -14,50 +14,10 @@ from pathlib import Path
 import pytest
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
-from detemplate.io.sources import decode_html, estimate_total, host_of, iter_inputs
+from detemplate.io.sources import decode_html, estimate_total, iter_inputs
 
 from tests.factories import make_page, make_site, write_jsonl
-
-# -- helpers: WARC records written by hand (WARC/1.0: text headers, CRLF, body, CRLF CRLF) --
-
-
-def warc_record(
-    url: str,
-    body: bytes,
-    content_type: str | None = "text/html; charset=utf-8",
-    status: int = 200,
-    warc_type: str = "response",
-    extra_http: str = "",
-) -> bytes:
-    if warc_type == "response":
-        head = f"HTTP/1.1 {status} X\r\n"
-        if content_type is not None:
-            head += f"Content-Type: {content_type}\r\n"
-        head += f"Content-Length: {len(body)}\r\n{extra_http}\r\n"
-        block = head.encode("ascii") + body
-        block_type = "application/http; msgtype=response"
-    elif warc_type == "request":
-        block = f"GET / HTTP/1.1\r\nHost: {host_of(url)}\r\n\r\n".encode()
-        block_type = "application/http; msgtype=request"
-    else:  # resource, warcinfo, metadata: the block is the body itself
-        block = body
-        block_type = content_type or "application/octet-stream"
-    headers = (
-        "WARC/1.0\r\n"
-        f"WARC-Type: {warc_type}\r\n"
-        f"WARC-Target-URI: {url}\r\n"
-        "WARC-Date: 2024-01-01T00:00:00Z\r\n"
-        f"WARC-Record-ID: <urn:uuid:00000000-0000-0000-0000-{abs(hash((url, warc_type))) % 10**12:012d}>\r\n"
-        f"Content-Type: {block_type}\r\n"
-        f"Content-Length: {len(block)}\r\n\r\n"
-    )
-    return headers.encode("ascii") + block + b"\r\n\r\n"
-
-
-def write_warc(path: Path, records: list[bytes], gz: bool = False) -> Path:
-    # A .warc.gz is one gzip member per record, as crawlers write it.
-    path.write_bytes(b"".join(gzip.compress(r) for r in records) if gz else b"".join(records))
-    return path
+from tests.io.archives import warc_record, write_warc
 
 
 def pages(items: list[RawPage | DeadPage]) -> list[RawPage]:
@@ -117,7 +77,7 @@ def test_jsonl_bad_lines_are_dead_and_reading_goes_on(tmp_path: Path) -> None:
         ("bad_record", "5", ""),
         ("bad_record", "6", "https://a.example/5"),
         ("bad_record", "7", "https://a.example/6"),
-        ("bad_record", "8", "no-host-here"),
+        ("bad_url", "8", "no-host-here"),
         ("bad_record", "9", "https://a.example/8"),
         ("bad_json", "11", ""),  # invalid UTF-8 in the line
     ]
@@ -292,8 +252,10 @@ def test_utf8_default_and_cp1252_fallback() -> None:
     # A wrong declaration falls back to the defaults rather than killing the page.
     assert decode_html(FRENCH.encode(), "shift_jis") == FRENCH
     assert decode_html(FRENCH.encode(), "no-such-charset") == FRENCH
-    # 0x81 is undefined in cp1252 and invalid UTF-8: nothing decodes it.
-    assert decode_html(b"<p>\x81\x81</p>") is None
+    # 0x81 is undefined in Python's cp1252; WHATWG's windows-1252 maps it to U+0081, as browsers do.
+    assert decode_html(b"<p>\x81\x81</p>") == "<p>\x81\x81</p>"
+    # A BOM is a promise: bytes that are mostly not UTF-8 after it are not text.
+    assert decode_html(b"\xef\xbb\xbf<p>\xff\xfe\xfd</p>") is None
 
 
 # -- folders of HTML --------------------------------------------------------------------
@@ -320,7 +282,7 @@ def test_folder_files_are_decoded_by_meta_and_fallback(tmp_path: Path) -> None:
     sjis = '<meta charset="shift_jis">' + JAPANESE
     (root / "1.html").write_bytes(sjis.encode("shift_jis"))
     (root / "2.html").write_bytes(FRENCH.encode("cp1252"))
-    (root / "3.html").write_bytes(b"<p>\x81\x81</p>")
+    (root / "3.html").write_bytes(b"\xef\xbb\xbf<p>\xff\xfe\xfd</p>")
     out = list(iter_inputs([root]))
     assert [p.html for p in pages(out)] == [sjis, FRENCH]
     assert [(d.reason, d.host) for d in dead(out)] == [("undecodable", "site")]
@@ -412,19 +374,6 @@ def test_estimate_total(tmp_path: Path) -> None:
     assert estimate_total([warc]) is None
 
 
-def test_warc_garbage_mid_file_is_reported_once(tmp_path: Path) -> None:
-    first = warc_record("https://a.example/0", b"<p>zero</p>")
-    path = write_warc(
-        tmp_path / "g.warc",
-        [first, b"this is not a WARC header\r\n\r\n", warc_record("https://a.example/1", b"<p>one</p>")],
-    )
-    after = write_jsonl([make_page(url="https://b.example/1", host="b.example")], tmp_path / "after.jsonl")
-    out = list(iter_inputs([path, after]))
-    assert isinstance(out[0], RawPage) and out[0].url == "https://a.example/0"
-    assert [d.reason for d in dead(out)] == ["unreadable_input"]
-    assert out[-1].host == "b.example"
-
-
 def test_a_fifo_is_not_an_input(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
@@ -446,3 +395,61 @@ def test_warc_truncated_last_record_is_dead_not_a_partial_page(tmp_path: Path, e
     out = list(iter_inputs([path]))
     assert isinstance(out[0], RawPage)
     assert [(d.reason, d.url) for d in dead(out)] == [("truncated", "https://a.example/1")]
+
+
+# -- bounded reading of JSONL -------------------------------------------------------------------
+
+SMALL = 64 << 10  # pages of at most 64 KB: a line over 6 x 64 KB + 1 MB is skipped unread
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_line_over_the_limit_is_skipped_unread_and_the_next_line_read(tmp_path: Path, gz: bool) -> None:
+    from tests.io.archives import gzip_stream
+
+    good = json.dumps({"url": "https://a.example/ok", "html": "<p>ok</p>"}).encode()
+    head = b'{"url": "https://a.example/big", "html": "'
+    path = tmp_path / ("big.jsonl.gz" if gz else "big.jsonl")
+    size = 40 << 20
+    if gz:
+        path.write_bytes(gzip_stream(size, b"x", prefix=good + b"\n" + head, suffix=b'"}\n' + good + b"\n"))
+    else:
+        path.write_bytes(good + b"\n" + head + b"x" * size + b'"}\n' + good + b"\n")
+    out = list(iter_inputs([path], max_page_bytes=SMALL))
+    assert [type(p).__name__ for p in out] == ["RawPage", "DeadPage", "RawPage"]
+    big = out[1]
+    assert isinstance(big, DeadPage) and big.reason == "too_large" and big.source == f"{path}:2"
+    assert f"{size + len(head) + 2:,} bytes" in big.detail  # the line without its newline
+    assert out[2].source == f"{path}:3"
+
+
+def test_gigabytes_of_blank_lines_are_passed_over_a_piece_at_a_time(tmp_path: Path) -> None:
+    from tests.io.archives import gzip_stream
+
+    good = json.dumps({"url": "https://a.example/ok", "html": "<p>ok</p>"}).encode()
+    path = tmp_path / "blank.jsonl.gz"
+    blank = 256 << 20  # 256 MB of newlines here; scripts/hostile_inputs.py runs 2 GB
+    path.write_bytes(gzip_stream(blank, b"\n", prefix=b"  \t\n", suffix=good + b"\n"))
+    (page,) = iter_inputs([path])
+    assert isinstance(page, RawPage) and page.source == f"{path}:{blank + 2}"
+
+
+def test_lines_split_across_reads_keep_their_numbers() -> None:
+    from detemplate.io.stream import iter_lines
+
+    pieces = [b'{"a":1}\n\n  \n{"b"', b":2}\n{x}\r\n", b"\n\n", b"last"]
+    assert list(iter_lines(iter(pieces), 100)) == [(1, b'{"a":1}'), (4, b'{"b":2}'), (5, b"{x}\r"), (8, b"last")]
+    assert list(iter_lines(iter([b"a" * 50, b"a" * 60, b"\nok\n"]), 100)) == [(1, 110), (2, b"ok")]
+    assert list(iter_lines(iter([b"x" * 150, b"\n\n  y\n"]), 100)) == [(1, 150), (3, b"  y")]
+
+
+def test_a_pages_meta_rides_through_pages_raw(tmp_path: Path) -> None:
+    """`detemplate produce` sends a WARC page's date and record with it; the worker's decoder reads them back."""
+    from detemplate.io.sources import decode_record
+    from detemplate.stream.kafka_io import encode_raw
+
+    rec = warc_record("https://m.example/", b"<p>m</p>", record_id="<urn:uuid:7>")
+    (page,) = iter_inputs([write_warc(tmp_path / "m.warc.gz", [rec], gz=True)])
+    assert isinstance(page, RawPage) and page.meta["warc_record_id"] == "<urn:uuid:7>"
+    again = decode_record(encode_raw(page), "pages.raw/0/0")
+    assert isinstance(again, RawPage)
+    assert (again.url, again.host, again.html, dict(again.meta)) == (page.url, page.host, page.html, dict(page.meta))

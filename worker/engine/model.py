@@ -7,7 +7,7 @@ same bytes for the same pages in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -30,12 +30,16 @@ class RawPage:
     html: the decoded HTML text.
     host: the site the page belongs to (partition key of the stream); from the URL when not given.
     source: where the page came from, for error reports (``file.jsonl:12``, ``pages.raw/3/1042``).
+    meta: what the input says about the page beside its HTML, passed through to the clean
+        page untouched: ``date``, ``last_modified`` (ISO 8601), ``content_language`` (HTTP),
+        ``warc_file``, ``warc_offset``, ``warc_record_id``, ``warc_target_uri`` (docs/fields.md).
     """
 
     url: str
     html: str
     host: str
     source: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 # Segment, Block and BlockVerdict are made hundreds of times per page: NamedTuples,
@@ -90,6 +94,9 @@ class CleanPage:
     # The page's template cluster on its host (clusters.enabled): pages of one kind
     # (articles, tag pages, API reference) share an id; None with clusters off.
     cluster: int | None = None
+    title: str | None = None  # the page's <title>, whitespace-normalised (page/meta.py)
+    lang: str | None = None  # the language the page declares (<html lang>, content-language meta or HTTP)
+    meta: Mapping[str, Any] = field(default_factory=dict)  # the raw page's meta, passed through
 
     @property
     def chars(self) -> int:

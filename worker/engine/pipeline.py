@@ -49,6 +49,7 @@ from .model import (
     TemplateEvent,
 )
 from .page import parse, segment_tree, walk
+from .page.meta import page_lang, page_title
 from .params import EngineParams
 from .table import HostTable
 
@@ -205,7 +206,7 @@ def page_outcome(
     cid = None if clustered is None else clustered.assignment.cid
     clean = CleanPage(
         page.url, page.host, table.pages, "\n".join(combined.kept), tuple(verdicts), html, content_links,
-        template_links, cid,
+        template_links, cid, page_title(tree), page_lang(tree) or page.meta.get("content_language"), page.meta,
     )
     events: tuple[TemplateEvent, ...] = ()
     if clustered is not None:

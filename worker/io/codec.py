@@ -3,30 +3,87 @@
 Both shells serialise with these functions, so `detemplate run` and the stream worker
 emit byte-identical JSON for the same pages in the same order. Keys are written in a
 fixed order, without spaces, UTF-8 (ensure_ascii off): one JSON object per line/message.
+
+Every record can be encoded or says why not: a string holding a lone surrogate (which
+Python strings can hold and UTF-8 cannot) makes `encode` raise UnencodableError (a
+BadInputError, reason ``unencodable``), which the shells write as a dead letter; a dead
+letter itself always encodes (any lone surrogate in it becomes U+FFFD).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
-from ..engine.model import CleanPage, DeadPage, TemplateEvent
+from ..engine.errors import BadInputError
+from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
 
 SCHEMA_VERSION = 1
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# RawPage.meta keys written into a clean page's "warc" object, under these names.
+WARC_FIELDS = (("warc_file", "file"), ("warc_offset", "offset"), ("warc_record_id", "record_id"),
+               ("warc_target_uri", "target_uri"))
 
 
-def clean_dict(page: CleanPage) -> dict[str, Any]:
-    template_chars = 0
-    chars = 0
-    blocks = []
+class UnencodableError(BadInputError):
+    """A record with a string no UTF-8 output can carry (a lone surrogate)."""
+
+
+def page_fields(page: CleanPage) -> dict[str, Any]:
+    """The fields every output format gives a clean page, in order: v, url, host, page_no,
+    cluster, title, lang, date, last_modified, warc (docs/fields.md)."""
+    out: dict[str, Any] = {
+        "v": SCHEMA_VERSION,
+        "url": page.url,
+        "host": page.host,
+        "page_no": page.page_no,
+    }
+    if page.cluster is not None:
+        out["cluster"] = page.cluster
+    if page.title is not None:
+        out["title"] = page.title
+    if page.lang is not None:
+        out["lang"] = page.lang
+    meta = page.meta
+    if meta:
+        for key in ("date", "last_modified"):
+            if meta.get(key) is not None:
+                out[key] = meta[key]
+        warc = warc_dict(meta)
+        if warc:
+            out["warc"] = warc
+    return out
+
+
+def warc_dict(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the page is in its WARC or ARC file: file, offset, record_id, target_uri (those known)."""
+    return {name: meta[key] for key, name in WARC_FIELDS if meta.get(key) is not None}
+
+
+def counts_dict(page: CleanPage) -> dict[str, int]:
+    chars = template_chars = template_blocks = 0
     for b in page.blocks:
         chars += b.chars
         if b.verdict == "template":
             template_chars += b.chars
-        blocks.append(
+            template_blocks += 1
+    return {"blocks": len(page.blocks), "template_blocks": template_blocks, "chars": chars,
+            "template_chars": template_chars}
+
+
+def clean_dict(page: CleanPage, blocks: bool = True) -> dict[str, Any]:
+    """A clean page's record; without `blocks` the lean form (no "blocks" array)."""
+    out = page_fields(page)
+    out["text"] = page.text
+    out["counts"] = counts_dict(page)
+    if blocks:
+        out["blocks"] = [
             {
                 "path": b.path,
                 "chars": b.chars,
@@ -37,28 +94,20 @@ def clean_dict(page: CleanPage) -> dict[str, Any]:
                 "method": b.method,
                 "text": b.text[:80],
             }
-        )
-    out: dict[str, Any] = {
-        "v": SCHEMA_VERSION,
-        "url": page.url,
-        "host": page.host,
-        "page_no": page.page_no,
-    }
-    if page.cluster is not None:
-        out["cluster"] = page.cluster
-    out |= {
-        "text": page.text,
-        "counts": {
-            "blocks": len(page.blocks),
-            "template_blocks": sum(1 for b in page.blocks if b.verdict == "template"),
-            "chars": chars,
-            "template_chars": template_chars,
-        },
-        "blocks": blocks,
-        "links": {"content": list(page.content_links), "template": list(page.template_links)},
-    }
+            for b in page.blocks
+        ]
+    out["links"] = {"content": list(page.content_links), "template": list(page.template_links)}
     if page.html is not None:
         out["html"] = page.html
+    return out
+
+
+def raw_dict(page: RawPage) -> dict[str, Any]:
+    """The raw-page record of a page (schemas/raw-page.v1.json): url, host, html and its meta fields."""
+    out: dict[str, Any] = {"url": page.url, "host": page.host, "html": page.html}
+    for key, value in page.meta.items():
+        if value is not None:
+            out[key] = value
     return out
 
 
@@ -113,11 +162,32 @@ def dead_dict(dead: DeadPage, raw: bytes | None = None) -> dict[str, Any]:
 
 
 def encode(record: dict[str, Any]) -> bytes:
-    return _dumps(record).encode("utf-8")
+    """The record as UTF-8 JSON; UnencodableError when a string in it has a lone surrogate."""
+    text = _dumps(record)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        field = _field_at(text, exc.start)
+        raise UnencodableError(
+            "unencodable",
+            f"the field {field!r} holds a lone surrogate ({text[exc.start : exc.end]!r}), which no UTF-8 output "
+            "can carry",
+        ) from exc
 
 
-def encode_clean(page: CleanPage) -> bytes:
-    return encode(clean_dict(page))
+def _field_at(text: str, at: int) -> str:
+    """The name of the JSON key whose value holds character `at` of `text` (best effort, for the message)."""
+    keys = re.findall(r'"([a-z_]+)":', text[:at])
+    return keys[-1] if keys else "?"
+
+
+def safe_text(text: str) -> str:
+    """`text` with any lone surrogate made U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def encode_clean(page: CleanPage, blocks: bool = True) -> bytes:
+    return encode(clean_dict(page, blocks))
 
 
 def encode_event(event: TemplateEvent) -> bytes:
@@ -125,4 +195,5 @@ def encode_event(event: TemplateEvent) -> bytes:
 
 
 def encode_dead(dead: DeadPage, raw: bytes | None = None) -> bytes:
-    return encode(dead_dict(dead, raw))
+    """A dead letter's JSON: always encodable (lone surrogates in its fields become U+FFFD)."""
+    return safe_text(_dumps(dead_dict(dead, raw))).encode("utf-8")

@@ -31,8 +31,9 @@ class Record:
 
 
 def encode_raw(page: RawPage) -> bytes:
-    """The pages.raw message of a page: the JSONL record `detemplate run` reads."""
-    return json.dumps({"url": page.url, "host": page.host, "html": page.html}, ensure_ascii=False).encode("utf-8")
+    """The pages.raw message of a page: the JSONL record `detemplate run` reads (with the page's
+    meta: date, WARC record id and offset...)."""
+    return json.dumps(codec.raw_dict(page), ensure_ascii=False).encode("utf-8")
 
 
 def producer(bootstrap: str, linger_ms: int = 10, security: Mapping[str, Any] | None = None) -> AIOKafkaProducer:

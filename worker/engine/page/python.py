@@ -108,7 +108,7 @@ def walk_python(
     # -1), the line element it is in ("" for none), and (for --html) its text nodes.
     pieces: list[list[tuple[str, int]]] = []
     line_of: list[str] = []
-    run_nodes: list[list[LexborNode]] = []
+    run_nodes: list[list[tuple[LexborNode, int]]] = []
 
     def flush(blk: int) -> None:
         """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
@@ -130,10 +130,8 @@ def walk_python(
                     linked[anchor] = [raw]
                 else:
                     got.append(raw)
-        if len(linked) >= 2 and not any(anchor < 0 and has_word(raw) for raw, anchor in run):
-            texts = ["".join(parts) for parts in linked.values()]
-        else:
-            texts = ["".join([raw for raw, _ in run])]
+        link_run = len(linked) >= 2 and not any(anchor < 0 and has_word(raw) for raw, anchor in run)
+        texts = ["".join(parts) for parts in linked.values()] if link_run else ["".join([raw for raw, _ in run])]
         for raw in texts:
             text = " ".join(raw.split())
             if text:
@@ -144,8 +142,9 @@ def walk_python(
             made = segments[blk][first:]
             if made:
                 key = made[0][0]
-                for node in nodes:
-                    text_nodes.append((node, key))
+                for node, anchor in nodes:
+                    if anchor >= 0 or not link_run:  # a link run's separators are not in its segments
+                        text_nodes.append((node, key))
 
     def add_text(blk: int, node: LexborNode, raw: str, anchor: int) -> int:
         """Put a text node's text into `blk`'s open run (white space too: it parts the words of
@@ -153,7 +152,7 @@ def walk_python(
         pieces[blk].append((raw, anchor))
         n = len(" ".join(raw.split()))
         if n and text_nodes is not None:
-            run_nodes[blk].append(node)
+            run_nodes[blk].append((node, anchor))
         return n
 
     def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int, anchor: int) -> None:
