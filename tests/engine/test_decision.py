@@ -153,3 +153,15 @@ def test_page_specific_text_the_model_removes_gets_its_role(cls: str, links: boo
     decided = decide_blocks(ballot, PARAMS)
     assert decided.template == [False, True]
     assert decided.role == [ROLE_MAIN, role]
+
+
+def test_layout_tagged_key_is_keys_tag_of_mix64() -> None:
+    import numpy as np
+    from detemplate.engine import keys
+    from detemplate.engine.detectors.layout import tagged_key
+
+    spread = [(i * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) for i in range(200)]
+    values = [0, 1, (1 << 64) - 1, 0x5851F42D4C957F2D, *spread]
+    for salt in (0, 0x5BD1E9955BD1E995):
+        expected = keys.tag(keys.mix64(np.asarray(values, dtype=np.uint64) ^ np.uint64(salt)))
+        assert [tagged_key(v, salt) for v in values] == [int(v) for v in expected]

@@ -27,39 +27,70 @@ own table, and hands them to the decision (engine/decision.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
-import numpy as np
-
-from ..keys import mix64, tag
+from ..keys import TAG, TAG_MASK
 from ..page.tree import PageTree
 from ..params import EngineParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 
-_NEW_TEXT_SALT = np.uint64(0x5BD1E9955BD1E995)  # the "new text at this path" key of a layout key
-_CONTAINER_SALT = np.uint64(0x27D4EB2F165667C5)  # the "enclosed the content region" key of a container key
+_NEW_TEXT_SALT = 0x5BD1E9955BD1E995  # the "new text at this path" key of a layout key
+_CONTAINER_SALT = 0x27D4EB2F165667C5  # the "enclosed the content region" key of a container key
 _PAGES_KEY = 0x5851F42D4C957F2D  # counted on every page that counts containers: their denominator
+_U64 = (1 << 64) - 1
+_KEEP = _U64 ^ TAG_MASK
+
+
+def tagged_key(value: int, salt: int = 0) -> int:
+    """A 64-bit value (XORed with `salt`) as a tagged table key: `keys.tag(keys.mix64(...))`
+    on one Python int (the tests hold the two equal)."""
+    x = value ^ salt
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _U64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _U64
+    x ^= x >> 31
+    return (x & _KEEP) | TAG
+
+
+# A host's pages repeat their layout paths: each path's tagged keys are kept, bounded.
+_TAGGED: dict[int, tuple[int, int]] = {}  # layout key -> (seen key, new-text key)
+_TAGGED_MAX = 1 << 16
+_PAGES = tagged_key(_PAGES_KEY)
+
+
+def _path_keys(path: int) -> tuple[int, int]:
+    got = _TAGGED.get(path)
+    if got is None:
+        if len(_TAGGED) >= _TAGGED_MAX:
+            _TAGGED.clear()
+        got = _TAGGED[path] = (tagged_key(path), tagged_key(path, _NEW_TEXT_SALT))
+    return got
 
 
 def content_region(cues: PageTree, novel: list[int], share: float) -> int:
     """The node of the deepest layout element holding at least `share` of the page's new
     plain text (the root when the page has none)."""
     n = len(cues.parent)
-    weight = np.zeros(n + 1)
+    weight = [0.0] * n
     chars = cues.chars
     achars = cues.achars
     for node, new in zip(cues.node_of_block, novel, strict=True):
         if new:
             c = chars[node]
             if c:
-                weight[node + 1] = new * (1.0 - achars[node] / c)
-    acc = np.cumsum(weight)
-    ends = np.asarray(cues.end, dtype=np.intp)
-    below = acc[ends] - acc[:-1]  # each node's subtree's new plain text
-    total = below[0]
-    if total <= 0.0:
+                weight[node] = new * (1.0 - achars[node] / c)
+    acc = [0.0, *accumulate(weight)]  # prefix sums in document order: a subtree is a contiguous range
+    ends = cues.end
+    whole = acc[ends[0]] - acc[0] if n else 0.0
+    if whole <= 0.0:
         return 0
-    return int(np.flatnonzero(below >= share * total)[-1])
+    floor = share * whole
+    for node in range(n - 1, -1, -1):
+        if acc[ends[node]] - acc[node] >= floor:
+            return node
+    return 0
 
 
 @dataclass(slots=True)
@@ -85,14 +116,6 @@ class LayoutPage:
     enclosing: list[int]
     pages: int
     table: HostTable | None
-
-
-def tagged_keys(paths: list[int], salt: np.uint64 | None = None) -> list[int]:
-    """Layout keys as tagged table keys (`salt` XORed in first for the "new text" ones)."""
-    x = np.asarray(paths, dtype=np.uint64)
-    if salt is not None:
-        x ^= salt
-    return [int(v) for v in tag(mix64(x))]
 
 
 class Layout:
@@ -124,18 +147,18 @@ class Layout:
                 if n:
                     fresh_paths.add(path)
             novel.append(n)
-        distinct = sorted(set(paths))
-        seen = dict(zip(distinct, tagged_keys(distinct), strict=True))
-        fresh = dict(zip(distinct, tagged_keys(distinct, _NEW_TEXT_SALT), strict=True))
+        seen: dict[int, int] = {}
+        fresh: dict[int, int] = {}
+        for path in set(paths):
+            seen[path], fresh[path] = _path_keys(path)
         chain = [content_region(cues, novel, params.region.share)]
         parent = cues.parent
         while parent[chain[-1]] >= 0:
             chain.append(parent[chain[-1]])
         container = cues.container
-        enclosing = tagged_keys([container[node] for node in chain], _CONTAINER_SALT)
-        pages = tagged_keys([_PAGES_KEY])[0]
-        keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, pages})
-        return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, pages, table)
+        enclosing = [tagged_key(container[node], _CONTAINER_SALT) for node in chain]
+        keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
+        return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table)
 
     def vote(self, mine: LayoutPage, dfs: list[int], ballot: Ballot) -> None:
         ballot.novel = mine.novel
