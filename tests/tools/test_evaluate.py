@@ -338,3 +338,17 @@ def test_long_host_table_levels_off() -> None:
     assert max(sizes[10:]) <= 1.2 * max(sizes[:10])
     # and far smaller than a cache of one 24-page batch of the host's pages
     assert run.max_bytes < 0.5 * run.points[-1].batch_bytes
+
+
+def test_eval_table_flags_a_corpus_below_keeping_all_text() -> None:
+    def result(name: str, f1: float, full: float) -> evaluate.CorpusResult:
+        return evaluate.CorpusResult(
+            name, 10, 1, 0, evaluate.TextScores(10, 0, f1, f1, f1), evaluate.TextScores(10, 0, full, 1.0, full),
+            0.5, 10, 1.0,
+        )
+
+    table = evaluate.format_table([result("kept-well", 0.95, 0.80), result("harmed", 0.70, 0.80)])
+    flagged = [line for line in table.splitlines() if "BELOW FULLTEXT" in line]
+    assert len(flagged) == 1
+    lines = table.splitlines()
+    assert lines[lines.index(flagged[0]) - 1].startswith("harmed")

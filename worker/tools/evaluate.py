@@ -514,6 +514,8 @@ def format_table(results: Sequence[CorpusResult]) -> str:
             f"{_f(r.removal):>7} {_f(r.fulltext.f1):>6} {_f(r.first.f1 if r.first else None):>7} "
             f"{_f(r.later.f1 if r.later else None):>7} {r.pages_per_s:>8.0f}"
         )
+        if r.scores.f1 is not None and r.fulltext.f1 is not None and r.scores.f1 < r.fulltext.f1:
+            lines.append(f"  ^ BELOW FULLTEXT: keeping all body text scores {r.fulltext.f1:.3f} on this corpus")
         if r.scores.missing:
             lines.append(f"  ({r.scores.missing} gold pages missing from the stream)")
         if r.scores.keep_values:
