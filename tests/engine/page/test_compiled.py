@@ -231,3 +231,25 @@ def test_the_compiled_walk_loads_where_a_c_compiler_is() -> None:
     if not (shutil.which("cc") or shutil.which("gcc")):
         pytest.skip("no C compiler here: the package installs without the compiled walk")
     assert compiled.status() == "compiled"
+
+
+@needs_fast
+def test_keys_are_hashed_in_c_only_when_they_equal_xxhash() -> None:
+    import importlib
+
+    from xxhash import xxh3_64_intdigest
+
+    mod = compiled.module()
+    assert mod is not None
+    library = importlib.import_module("xxhash._xxhash").__file__ or ""
+    page = "<html><body><div><p>one <b>two</b></p><ul><li><a href=/a>A</a> <a href=/b>B</a></li></ul></div></body>"
+    params = SegmentParams()
+    try:
+        # A function that disagrees is refused: the walk then hashes through it (here: wrongly, on purpose).
+        assert mod.init_hash(library, lambda data: 7, [b"probe"]) is not None
+        assert mod.init_hash("/nonexistent/library.so", xxh3_64_intdigest, [b"probe"]) is not None
+    finally:
+        assert mod.init_hash(library, xxh3_64_intdigest, [b"", b"probe"]) is None
+    fast, slow = walk(LexborHTMLParser(page), params), walk_python(LexborHTMLParser(page), params)
+    assert fast.blocks and fast.blocks == slow.blocks
+    assert fast.layout == slow.layout and fast.container == slow.container

@@ -16,7 +16,7 @@ with the Python one on a probe page and uses it only if they agree.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append
-from cpython.long cimport PyLong_FromSsize_t
+from cpython.long cimport PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -62,6 +62,7 @@ ctypedef void *(*node_fn)(void *) noexcept nogil
 ctypedef uintptr_t (*tag_id_fn)(void *) noexcept nogil
 ctypedef int (*type_fn)(void *) noexcept nogil
 ctypedef const unsigned char *(*name_fn)(void *, size_t *) noexcept nogil
+ctypedef unsigned long long (*hash_fn)(const void *, size_t) noexcept nogil
 
 ctypedef struct lexbor_str:
     unsigned char *data
@@ -77,6 +78,7 @@ cdef node_fn _next_attr = NULL
 cdef name_fn _attr_name = NULL
 cdef name_fn _attr_value = NULL
 cdef Py_ssize_t _text_offset = -1
+cdef hash_fn _xxh3 = NULL  # XXH3_64bits from the loaded xxhash module (init_hash), else NULL
 
 cdef enum:
     TEXT_ID = 2  # lexbor's tag id of text nodes
@@ -146,6 +148,27 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
                 _text_offset = offset
                 return None
     return "the text of a text node was not found where lexbor keeps it"
+
+
+def init_hash(str library, hash64, list probes):
+    """Find XXH3_64bits in `library` (the loaded xxhash extension module, which exports it) so
+    keys are hashed in C, without a bytes object and a call each; used only when it gives
+    `hash64`'s value (keys.segment_key's function) on every probe. Returns None when it is
+    used, else the reason the keys go through `hash64`."""
+    global _xxh3
+    _xxh3 = NULL
+    cdef void *handle = dlopen(library.encode(), RTLD_NOW | RTLD_NOLOAD)
+    if handle == NULL:
+        return f"{library} is not loaded"
+    cdef hash_fn found = <hash_fn>dlsym(handle, b"XXH3_64bits")
+    if found == NULL:
+        return f"XXH3_64bits not found in {library}"
+    cdef bytes data
+    for data in probes:
+        if found(<const char *>data, len(data)) != hash64(data):
+            return "XXH3_64bits gives other values than the xxhash module"
+    _xxh3 = found
+    return None
 
 
 # Python's str.split() whitespace, as UTF-8: ASCII 9-13, 28-32, and these sequences.
@@ -403,6 +426,12 @@ cdef class Walker:
     cdef int _reserve_text(self, Py_ssize_t n) except -1:
         return _grow(&self.text_buf, &self.text_cap, n)
 
+    cdef object _hash(self, const unsigned char *data, Py_ssize_t n):
+        """XXH3-64 of n bytes, as keys.segment_key computes it."""
+        if _xxh3 != NULL:
+            return PyLong_FromUnsignedLongLong(_xxh3(data, n))
+        return self.hash64(PyBytes_FromStringAndSize(<const char *>data, n))
+
     cdef _Tag _tag(self, void *node, uintptr_t tid):
         """The element's name, kind and inherited bits; None for nodes that are not elements."""
         cdef _Tag info
@@ -587,7 +616,7 @@ cdef class Walker:
         if empty:
             return 0
         text = PyUnicode_DecodeUTF8(<const char *>self.key_buf + start_text, j - start_text, NULL)
-        key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.key_buf, j))
+        key = self._hash(self.key_buf, j)
         seg = PyType_GenericAlloc(self.segment_type, 3)  # Segment(key, text, chars)
         _put(seg, 0, key)
         _put(seg, 1, text)
@@ -618,9 +647,9 @@ cdef class Walker:
         _grow(&self.lbuf, &self.lcap, lpath_len + 1 + n + m)
         self.lbuf[lpath_len] = 47  # "/"
         memcpy(self.lbuf + lpath_len + 1, <const char *>info.utf8, n)
-        PyList_Append(self.layout, self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, lpath_len + 1 + n)))
+        PyList_Append(self.layout, self._hash(self.lbuf, lpath_len + 1 + n))
         memcpy(self.lbuf + lpath_len + 1 + n, <const char *>utf8, m)
-        PyList_Append(self.container, self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, lpath_len + 1 + n + m)))
+        PyList_Append(self.container, self._hash(self.lbuf, lpath_len + 1 + n + m))
         return lpath_len + 1 + n + m
 
     cdef int _visit(self, void *node, Py_ssize_t path_len, Py_ssize_t blk, Py_ssize_t blk_path_len,
@@ -767,7 +796,7 @@ cdef class Walker:
         _grow(&self.lbuf, &self.lcap, len(utf8) + 1)
         self.lbuf[0] = 1  # keys.layout_key hashes its path after a \x01 byte
         memcpy(self.lbuf + 1, <const char *>utf8, len(utf8))
-        root_key = self.hash64(PyBytes_FromStringAndSize(<const char *>self.lbuf, len(utf8) + 1))
+        root_key = self._hash(self.lbuf, len(utf8) + 1)
         self.layout = [root_key]
         self.container = [root_key]
         try:

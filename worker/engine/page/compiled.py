@@ -22,6 +22,7 @@ node objects back (`--html`) are compiled.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any
@@ -104,6 +105,10 @@ def _load() -> tuple[Any, str]:
     reason = _walk.init(selectolax.lexbor.__file__, text_node.mem_id, _PROBE_TEXT.encode())
     if reason:
         return None, str(reason)
+    # Keys hashed in C when the xxhash module exports its function (else through its Python
+    # function: the same values, a little slower).
+    library = importlib.import_module("xxhash._xxhash").__file__ or ""
+    _walk.init_hash(library, xxh3_64_intdigest, [b"", b"\x01html", _PROBE_TEXT.encode() * 9])
     return _walk, ""
 
 
