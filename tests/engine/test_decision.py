@@ -165,3 +165,28 @@ def test_layout_tagged_key_is_keys_tag_of_mix64() -> None:
     for salt in (0, 0x5BD1E9955BD1E995):
         expected = keys.tag(keys.mix64(np.asarray(values, dtype=np.uint64) ^ np.uint64(salt)))
         assert [tagged_key(v, salt) for v in values] == [int(v) for v in expected]
+
+
+def test_a_duplicate_on_a_young_host_keeps_its_content() -> None:
+    # The second page of a host repeats the first word for word (the same article at two
+    # URLs): every segment is on every page so far, and one page of layout counts cannot
+    # tell the article from the template. It is judged as a first page, so the article stays.
+    article = " ".join(f"Sentence {i} of the article says something of its own, at length." for i in range(30))
+    html = (
+        "<html><body><nav><a href=/>Home</a> <a href=/news>News</a> <a href=/about>About</a></nav>"
+        f"<main><article><h1>The story</h1><p>{article}</p></article></main>"
+        "<footer>Copyright 2026 Example Media</footer></body></html>"
+    )
+    params = EngineParams()
+    table = HostTable(params.table)
+    first = decide(RawPage("https://dup.example/a", html, "dup.example"), table, params)
+    second = decide(RawPage("https://dup.example/a?ref=home", html, "dup.example"), table, params)
+    assert first.clean is not None and second.clean is not None
+    assert "Sentence 29 of the article" in first.clean.text
+    assert "Sentence 29 of the article" in second.clean.text
+    # The table alone (no layout, no rule) removes the duplicate's article: the failure prevented.
+    params_off = dataclasses.replace(params, region=dataclasses.replace(params.region, enabled=False))
+    table = HostTable(params.table)
+    decide(RawPage("https://dup.example/a", html, "dup.example"), table, params_off)
+    again = decide(RawPage("https://dup.example/b", html, "dup.example"), table, params_off)
+    assert again.clean is not None and "Sentence 29 of the article" not in again.clean.text

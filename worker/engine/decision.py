@@ -22,8 +22,10 @@ So, once the host's table has learned something (a warm host):
    would remove more than `pagelevel.max_removed_share` of the region's text (a page
    whose content is links: an index, a member list).
 
-On a host's first page (a cold host: the table has nothing to compare with) the
-page-level model decides alone, at `pagelevel.threshold`, unless it would remove more than
+On a host's first page (a cold host: the table has nothing to compare with), and on a
+young host's page with no text new to the host (a duplicate of an earlier page, whose content
+the few pages counted cannot tell from the template), the page-level model decides alone, at
+`pagelevel.threshold`, unless it would remove more than
 `pagelevel.cold_max_removed_share` of the page's text. Without the model, a cold page
 is kept whole. The block with the page's most plain text is never template by the model.
 
@@ -81,6 +83,19 @@ def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
     return node, cues.end[node]
 
 
+def decided_cold(ballot: Ballot, params: EngineParams) -> bool:
+    """Whether the page is judged as a host's first page: the table has nothing to compare
+    with, or the host is young (fewer than `table.template_df` pages) and no text on the page
+    is new to it (a duplicate of an earlier page: with so few pages the layout's counts
+    cannot tell its content from the template)."""
+    if not ballot.warm:
+        return True
+    novel = ballot.novel
+    return (
+        params.region.enabled and ballot.pages < params.table.template_df and novel is not None and not any(novel)
+    )
+
+
 def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> BlockDecisions:
     """One verdict, method and role per block of the page the ballot is about (the roles
     left empty when not asked for)."""
@@ -89,13 +104,13 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     n = len(chars)
     scores = ballot.scores
     plp = params.pagelevel
-    if not ballot.warm:
+    if decided_cold(ballot, params):
         return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
+    cues = ballot.cues
+    rp = params.region
     max_ratio = params.table.template_ratio
     tchars = tally.template_chars
     outright = ballot.outright
-    cues = ballot.cues
-    rp = params.region
     novelty = ballot.novelty
     if rp.enabled and cues is not None and ballot.region is not None:
         first, end = region_nodes(ballot, rp.container_share)

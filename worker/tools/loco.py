@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..engine.decision import decide_blocks
+from ..engine.decision import decide_blocks, decided_cold
 from ..engine.detectors.base import Ballot
 from ..engine.params import EngineParams, with_overrides
 from ..engine.pipeline import decide_with_ballot
@@ -151,7 +151,7 @@ def record_corpus(name: str, pages: Iterable[Any], gold: dict[str, str], params:
         if ballot is None or content is None or outcome.clean is None:
             continue
         record = page_record(ballot, [b.text for b in outcome.clean.blocks], content)
-        (out.warm if ballot.warm else out.cold).append(record)
+        (out.cold if decided_cold(ballot, params) else out.warm).append(record)
     return out
 
 
