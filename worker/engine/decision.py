@@ -103,6 +103,8 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     chars = tally.chars
     n = len(chars)
     scores = ballot.scores
+    if scores is not None:
+        scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
     plp = params.pagelevel
     if decided_cold(ballot, params):
         return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
@@ -164,13 +166,13 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
 
 
 def _cold(
-    ballot: Ballot, scores: object, chars: list[int], threshold: float, guard: float, roles: bool
+    ballot: Ballot, scores: list[float] | None, chars: list[int], threshold: float, guard: float, roles: bool
 ) -> BlockDecisions:
     """A host's first page: the page-level model alone, or the page whole without it."""
     n = len(chars)
     if scores is None:
         return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
-    template = [bool(s > threshold) for s in scores]  # type: ignore[attr-defined]  # a float array
+    template = [s > threshold for s in scores]
     removed = sum([c for c, t in zip(chars, template, strict=True) if t])
     if removed > guard * sum(chars):
         template = [False] * n
