@@ -1,0 +1,430 @@
+"""`detemplate run --jobs N`: the hosts of a run split over N processes, one output.
+
+Every page is decided with its own host's table only, so hosts are independent: each of
+the N workers (spawned processes) reads the whole input itself with the same reader,
+numbers every item (its `seq`, the position in the input) and decides only the pages
+whose host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the
+reader, which has no reliable host, goes to worker 0). No page crosses a process.
+
+- Tables: a host's table comes from the run's state directory, opened READ-ONLY by every
+  worker (RocksDB allows readers beside the parent's handle, which writes nothing until
+  the end), the first time the worker sees the host; from then on it lives in the
+  worker's own store (a RocksStore in a temporary folder beside the state, or a
+  MemoryStore without --state). When every worker has finished, the parent `put`s every
+  table a worker holds into the run's store and flushes it: the state directory is one
+  RocksDB that a later run, with any N, continues. A failed run copies nothing.
+- Output: a worker gives the format's Writer a sink that files every write as a record
+  (seq, index, bytes) in the worker's temporary file, in its own input order; events
+  likewise. The parent's own Writer wrote the file's header (WET's warcinfo record), and
+  the parent merges the N files by (seq, index) into the one output: the bytes of
+  `--jobs 1`. Parquet's row groups span records, so it runs with one job.
+- A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
+  others are stopped, nothing is merged, the state is left as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import io
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from xxhash import xxh3_64_intdigest
+
+from .engine.errors import ConfigError, DetemplateError, StateError
+from .engine.model import DeadPage, RawPage
+from .engine.params import EngineParams, TableParams
+from .engine.table import HostTable
+from .io.formats import OutputOptions, Writer, make_writer
+from .io.sources import iter_inputs
+from .state.base import SegmentStore
+from .state.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
+
+    from _typeshed import ReadableBuffer
+
+logger = logging.getLogger(__name__)
+
+STDIN = "-"
+# A record of a worker's temporary file: seq, index of the write within that seq, length;
+# then the bytes. Little-endian, fixed size, so the merge reads without parsing.
+_RECORD = struct.Struct("<QII")
+_POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
+_STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
+# The layout of RocksStore's database (state/rocks.py's docstring): read here, never written.
+_FORMAT_KEY = b"meta/format"
+_TABLE_PREFIX = b"t/"
+
+
+class JobFailedError(DetemplateError):
+    """A worker process of `run --jobs` failed or was killed; the run wrote nothing."""
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def resolve_jobs(asked: int | None, inputs: Sequence[str], fmt: str) -> int:
+    """The number of processes for a run: `asked`, else the cores (one where only one can work)."""
+    one_reason = None
+    if STDIN in inputs:
+        one_reason = "standard input (-) can be read only once, not by every job"
+    elif fmt == "parquet":
+        one_reason = "Parquet's row groups span records, so its output is written by one job"
+    if asked is None:
+        return 1 if one_reason else default_jobs()
+    if asked < 1:
+        raise ConfigError(f"--jobs must be at least 1, not {asked}")
+    if asked > 1 and one_reason:
+        raise ConfigError(f"--jobs {asked}: {one_reason}; use --jobs 1")
+    return asked
+
+
+def job_of(host: str, jobs: int) -> int:
+    """The worker that decides HOST's pages: stable across runs and machines."""
+    return xxh3_64_intdigest(host.encode("utf-8", "surrogatepass")) % jobs
+
+
+class Decide(Protocol):
+    """offline.run_pages: decide pages in order, writing to `writer` and `events_out`."""
+
+    def __call__(
+        self,
+        pages: Iterable[RawPage | DeadPage],
+        store: SegmentStore,
+        params: EngineParams,
+        out: IO[bytes] | None = None,
+        events_out: IO[bytes] | None = None,
+        with_html: bool = False,
+        summary: Any = None,
+        writer: Writer | None = None,
+    ) -> Any: ...
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What every worker of a run is given (pickled to spawned processes).
+
+    decide: the function that decides a worker's pages (offline.run_pages), passed in
+        because this module sits below the offline shell.
+    state: the run's state directory, read only by the workers; None: no state.
+    """
+
+    inputs: tuple[str, ...]
+    jobs: int
+    params: EngineParams
+    fmt: str
+    options: OutputOptions
+    decide: Decide
+    with_html: bool = False
+    events: bool = False
+    state: str | None = None
+
+
+class _RecordSink(io.BytesIO):
+    """A file object that files each write as a (seq, index, bytes) record; writes before
+    the first `at` (a Writer's header) are dropped: the parent writes the header."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        super().__init__()
+        self.fh = fh
+        self.seq = -1
+        self.index = 0
+
+    def at(self, seq: int) -> None:
+        self.seq = seq
+        self.index = 0
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        chunk = bytes(data)
+        if self.seq >= 0 and chunk:
+            self.fh.write(_RECORD.pack(self.seq, self.index, len(chunk)))
+            self.fh.write(chunk)
+            self.index += 1
+        return len(chunk)
+
+
+def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """The records of a worker's file, in the order written (seq order)."""
+    with open(path, "rb", buffering=1 << 20) as fh:
+        while head := fh.read(_RECORD.size):
+            seq, index, size = _RECORD.unpack(head)
+            yield seq, index, fh.read(size)
+
+
+def _merge(paths: Sequence[Path], out: IO[bytes]) -> None:
+    """The workers' records in input order, into `out`."""
+    for _seq, _index, chunk in heapq.merge(*(_records(p) for p in paths)):
+        out.write(chunk)
+
+
+class _ReadOnlyTables:
+    """The host tables of a RocksStore's database, opened read-only."""
+
+    def __init__(self, path: str, params: TableParams) -> None:
+        from rocksdict import AccessType, Options, Rdict
+
+        self.path = path
+        self.params = params
+        try:
+            self._db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
+            fmt = self._db.get(_FORMAT_KEY)
+        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
+            raise StateError(f"cannot open RocksDB state at {path} read-only: {exc}") from exc
+        if fmt not in (None, b"1"):
+            raise StateError(f"state at {path} has format {fmt!r}, this version reads b'1'")
+
+    def get(self, host: str) -> HostTable | None:
+        try:
+            data = self._db.get(_TABLE_PREFIX + host.encode())
+        except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
+            raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
+        if data is None:
+            return None
+        assert isinstance(data, bytes)  # raw_mode: values are bytes
+        return HostTable.from_bytes(data, self.params)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class _LayeredStore:
+    """A worker's store: its own tables, each loaded from the run's state when first asked for."""
+
+    def __init__(self, own: SegmentStore, base: _ReadOnlyTables | None) -> None:
+        self.own = own
+        self.base = base
+
+    def get(self, host: str) -> HostTable | None:
+        table = self.own.get(host)
+        if table is None and self.base is not None:
+            table = self.base.get(host)
+            if table is not None:
+                self.own.put(host, table)  # the live object from now on, as the run's store keeps it
+        return table
+
+    def put(self, host: str, table: HostTable) -> None:
+        self.own.put(host, table)
+
+    def hosts(self) -> Iterator[str]:
+        return self.own.hosts()
+
+    def flush(self) -> None:
+        self.own.flush()
+
+    def close(self) -> None:
+        self.own.close()
+        if self.base is not None:
+            self.base.close()
+
+
+def _paths(work: Path, index: int) -> tuple[Path, Path, Path]:
+    """A worker's output records, event records and own state folder."""
+    return work / f"out-{index}.bin", work / f"events-{index}.bin", work / f"state-{index}"
+
+
+def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
+    if spec.state is None:
+        return MemoryStore()
+    from .state.rocks import RocksStore
+
+    return RocksStore(_paths(work, index)[2], spec.params.table)
+
+
+def _decide_share(spec: JobSpec, work: Path, index: int, done: Synchronized[int]) -> Any:
+    """Decide this worker's pages of the whole input; its summary."""
+    out_path, events_path, _ = _paths(work, index)
+    base = _ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
+    store = _LayeredStore(_own_store(spec, work, index), base)
+    try:
+        with open(out_path, "wb", buffering=1 << 20) as out_fh, open(events_path, "wb", buffering=1 << 20) as ev_fh:
+            out = _RecordSink(out_fh)
+            events = _RecordSink(ev_fh)
+            writer = make_writer(spec.fmt, out, spec.options)
+
+            def mine() -> Iterator[RawPage | DeadPage]:
+                items = iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)
+                for seq, item in enumerate(items):
+                    owner = 0 if isinstance(item, DeadPage) else job_of(item.host, spec.jobs)
+                    if owner != index:
+                        continue
+                    out.at(seq)
+                    events.at(seq)
+                    yield item
+                    done.value += 1
+
+            try:
+                return spec.decide(
+                    mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer
+                )
+            finally:
+                writer.close()
+    finally:
+        store.close()
+
+
+def _work(spec: JobSpec, work: str, index: int, done: Synchronized[int], conn: Connection) -> None:
+    """A worker process: its summary to `conn`, or the error that stopped it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    try:
+        summary = _decide_share(spec, Path(work), index, done)
+    except DetemplateError as exc:
+        conn.send(("error", str(exc)))
+        return
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        raise
+    conn.send(("ok", summary))
+
+
+def _ended(process: multiprocessing.process.BaseProcess) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _progress(total: int | None) -> Callable[[int], None]:
+    """Show pages done on a terminal; a no-op elsewhere."""
+    if not sys.stderr.isatty():
+        return lambda done: None
+    from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type stubs
+
+    bar = tqdm(total=total, unit="page", dynamic_ncols=True, file=sys.stderr)
+
+    def show(done: int) -> None:
+        bar.update(done - bar.n)
+        if total is not None and done >= total:
+            bar.close()
+
+    return show
+
+
+def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
+    """Start the workers, wait for every one; their summaries. JobFailedError when one fails."""
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no handle or lock crosses
+    processes: list[multiprocessing.process.BaseProcess] = []
+    conns: list[Connection] = []
+    counters: list[Synchronized[int]] = []
+    show = _progress(total)
+    try:
+        for index in range(spec.jobs):
+            recv, send = ctx.Pipe(duplex=False)
+            done = ctx.Value("q", 0)
+            process = ctx.Process(
+                target=_work, args=(spec, str(work), index, done, send), name=f"detemplate-job-{index}", daemon=True
+            )
+            process.start()
+            send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
+            processes.append(process)
+            conns.append(recv)
+            counters.append(done)
+        summaries: dict[int, Any] = {}
+        while len(summaries) < spec.jobs:
+            pending = [i for i in range(spec.jobs) if i not in summaries]
+            wait([conns[i] for i in pending] + [processes[i].sentinel for i in pending], _POLL_SECONDS)
+            for i in pending:
+                if conns[i].poll():
+                    try:
+                        status, value = conns[i].recv()
+                    except EOFError:
+                        processes[i].join()
+                        raise JobFailedError(
+                            f"job {i + 1} of {spec.jobs} ended before it finished ({_ended(processes[i])})"
+                        ) from None
+                    if status != "ok":
+                        raise JobFailedError(f"job {i + 1} of {spec.jobs} failed: {value}")
+                    summaries[i] = value
+                    processes[i].join()
+                elif processes[i].exitcode is not None:
+                    raise JobFailedError(f"job {i + 1} of {spec.jobs} ended before it finished ({_ended(processes[i])})")
+            show(sum(c.value for c in counters))
+        return [summaries[i] for i in range(spec.jobs)]
+    finally:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + _STOP_SECONDS
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for conn in conns:
+            conn.close()
+
+
+def add_summaries(total: Any, parts: Iterable[Any]) -> None:
+    """Add the workers' summaries (offline.RunSummary) into `total`: counts summed, host sets
+    joined; `seconds` is left to the caller (the run's wall time)."""
+    for part in parts:
+        for f in dataclasses.fields(total):
+            if f.name == "seconds":
+                continue
+            mine, theirs = getattr(total, f.name), getattr(part, f.name)
+            if isinstance(mine, set | Counter):
+                mine.update(theirs)
+            elif isinstance(mine, int | float):
+                setattr(total, f.name, mine + theirs)
+
+
+def run_jobs(
+    spec: JobSpec,
+    store: SegmentStore,
+    out: IO[bytes],
+    events_out: IO[bytes] | None,
+    summary: Any,
+    total: int | None = None,
+) -> None:
+    """Decide the inputs in `spec.jobs` processes; write the merged output to `out` (after
+    the header the run's own Writer wrote) and events to `events_out`, put every table the
+    workers hold into `store` (when the run has state), add their figures to `summary`."""
+    started = time.perf_counter()
+    root = Path(spec.state).resolve().parent if spec.state else None
+    work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
+    try:
+        parts = _run_workers(spec, work, total)
+        _merge([_paths(work, i)[0] for i in range(spec.jobs)], out)
+        if events_out is not None:
+            _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
+        if spec.state is not None:
+            _copy_tables(spec, work, store)
+        add_summaries(summary, parts)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        summary.seconds += time.perf_counter() - started
+
+
+def _copy_tables(spec: JobSpec, work: Path, store: SegmentStore) -> None:
+    """Every table the workers hold, into the run's store."""
+    for index in range(spec.jobs):
+        own = _own_store(spec, work, index)
+        try:
+            for host in own.hosts():
+                table = own.get(host)
+                if table is not None:
+                    store.put(host, table)
+            store.flush()
+        finally:
+            own.close()
