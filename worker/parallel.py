@@ -30,6 +30,7 @@ import io
 import logging
 import multiprocessing
 import os
+import queue as queue_module
 import shutil
 import signal
 import struct
@@ -41,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -68,9 +70,14 @@ STDIN = "-"
 _RECORD = struct.Struct("<QII")
 _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
+_BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)
+_QUEUE_BATCHES = 8  # batches waiting for a job at most: the parent reads at most this far ahead
 # The layout of RocksStore's database (state/rocks.py's docstring): read here, never written.
 _FORMAT_KEY = b"meta/format"
 _TABLE_PREFIX = b"t/"
+
+
+Batch = list[tuple[int, RawPage | DeadPage]]  # items of one job with their place in the input
 
 
 class JobFailedError(DetemplateError):
@@ -137,6 +144,7 @@ class JobSpec:
     with_html: bool = False
     events: bool = False
     state: str | None = None
+    feed: bool = True  # the parent reads the input once and hands each job its pages; False: every job reads it
 
 
 class _RecordSink(io.BytesIO):
@@ -249,7 +257,25 @@ def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
     return RocksStore(_paths(work, index)[2], spec.params.table)
 
 
-def _decide_share(spec: JobSpec, work: Path, index: int, done: Synchronized[int]) -> Any:
+def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterator[tuple[int, RawPage | DeadPage]]:
+    """This worker's items with their place in the input: from the parent's batches, or read."""
+    if spec.feed:
+        while (batch := queue.get()) is not None:
+            yield from batch
+        return
+    for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+        if _owner(item, spec.jobs) == index:
+            yield seq, item
+
+
+def _owner(item: RawPage | DeadPage, jobs: int) -> int:
+    """The job of an item: its host's; a dead item of the reader (no reliable host) goes to job 0."""
+    return 0 if isinstance(item, DeadPage) else job_of(item.host, jobs)
+
+
+def _decide_share(
+    spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Batch | None]
+) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
     out_path, events_path, _ = _paths(work, index)
     base = _ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
@@ -261,11 +287,7 @@ def _decide_share(spec: JobSpec, work: Path, index: int, done: Synchronized[int]
             writer = make_writer(spec.fmt, out, spec.options)
 
             def mine() -> Iterator[RawPage | DeadPage]:
-                items = iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)
-                for seq, item in enumerate(items):
-                    owner = 0 if isinstance(item, DeadPage) else job_of(item.host, spec.jobs)
-                    if owner != index:
-                        continue
+                for seq, item in _own_items(spec, index, queue):
                     out.at(seq)
                     events.at(seq)
                     yield item
@@ -281,18 +303,20 @@ def _decide_share(spec: JobSpec, work: Path, index: int, done: Synchronized[int]
         store.close()
 
 
-def _work(spec: JobSpec, work: str, index: int, done: Synchronized[int], conn: Connection) -> None:
+def _work(
+    spec: JobSpec, work: str, index: int, done: Synchronized[int], conn: Connection, queue: Queue[Batch | None]
+) -> None:
     """A worker process: its summary to `conn`, or the error that stopped it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
     try:
-        summary = _decide_share(spec, Path(work), index, done)
+        summary = _decide_share(spec, Path(work), index, done, queue)
     except DetemplateError as exc:
         conn.send(("error", str(exc)))
         return
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         raise
-    conn.send(("ok", summary))
+    conn.send(("ok", (summary, time.process_time())))
 
 
 def _ended(process: multiprocessing.process.BaseProcess) -> str:
@@ -321,58 +345,117 @@ def _progress(total: int | None) -> Callable[[int], None]:
     return show
 
 
-def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
-    """Start the workers, wait for every one; their summaries. JobFailedError when one fails."""
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no handle or lock crosses
-    processes: list[multiprocessing.process.BaseProcess] = []
-    conns: list[Connection] = []
-    counters: list[Synchronized[int]] = []
-    show = _progress(total)
-    try:
+class _Jobs:
+    """The parent's view of the running workers: their processes, pipes, counters and queues."""
+
+    def __init__(self, spec: JobSpec, work: Path, total: int | None) -> None:
+        self.spec = spec
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no handle or lock crosses
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.conns: list[Connection] = []
+        self.counters: list[Synchronized[int]] = []
+        self.queues: list[Queue[Batch | None]] = []
+        self.summaries: dict[int, Any] = {}
+        self.show = _progress(total)
         for index in range(spec.jobs):
             recv, send = ctx.Pipe(duplex=False)
             done = ctx.Value("q", 0)
+            queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
             process = ctx.Process(
-                target=_work, args=(spec, str(work), index, done, send), name=f"detemplate-job-{index}", daemon=True
+                target=_work,
+                args=(spec, str(work), index, done, send, queue),
+                name=f"detemplate-job-{index}",
+                daemon=True,
             )
+            self.processes.append(process)
+            self.conns.append(recv)
+            self.counters.append(done)
+            self.queues.append(queue)
             process.start()
             send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
-            processes.append(process)
-            conns.append(recv)
-            counters.append(done)
-        summaries: dict[int, Any] = {}
-        while len(summaries) < spec.jobs:
-            pending = [i for i in range(spec.jobs) if i not in summaries]
-            wait([conns[i] for i in pending] + [processes[i].sentinel for i in pending], _POLL_SECONDS)
-            for i in pending:
-                if conns[i].poll():
-                    try:
-                        status, value = conns[i].recv()
-                    except EOFError:
-                        processes[i].join()
-                        raise JobFailedError(
-                            f"job {i + 1} of {spec.jobs} ended before it finished ({_ended(processes[i])})"
-                        ) from None
-                    if status != "ok":
-                        raise JobFailedError(f"job {i + 1} of {spec.jobs} failed: {value}")
-                    summaries[i] = value
-                    processes[i].join()
-                elif processes[i].exitcode is not None:
-                    raise JobFailedError(f"job {i + 1} of {spec.jobs} ended before it finished ({_ended(processes[i])})")
-            show(sum(c.value for c in counters))
-        return [summaries[i] for i in range(spec.jobs)]
-    finally:
-        for process in processes:
+
+    def check(self) -> None:
+        """Take the summaries of finished workers; JobFailedError when one failed or died."""
+        jobs = self.spec.jobs
+        for i in range(jobs):
+            if i in self.summaries:
+                continue
+            if self.conns[i].poll():
+                try:
+                    status, value = self.conns[i].recv()
+                except EOFError:
+                    self.processes[i].join()
+                    raise JobFailedError(
+                        f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})"
+                    ) from None
+                if status != "ok":
+                    raise JobFailedError(f"job {i + 1} of {jobs} failed: {value}")
+                self.summaries[i], cpu_seconds = value
+                logger.debug("job %d of %d: %d pages, %.1f s CPU", i + 1, jobs, value[0].pages, cpu_seconds)
+                self.processes[i].join()
+            elif self.processes[i].exitcode is not None:
+                raise JobFailedError(f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})")
+        self.show(sum(c.value for c in self.counters))
+
+    def feed(self) -> None:
+        """Read the input once, handing each job its items in batches (bounded queues)."""
+        spec = self.spec
+        batches: list[Batch] = [[] for _ in range(spec.jobs)]
+        for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+            owner = _owner(item, spec.jobs)
+            batches[owner].append((seq, item))
+            if len(batches[owner]) >= _BATCH_ITEMS:
+                self._put(owner, batches[owner])
+                batches[owner] = []
+        for owner, batch in enumerate(batches):
+            if batch:
+                self._put(owner, batch)
+            self._put(owner, None)
+
+    def _put(self, index: int, batch: Batch | None) -> None:
+        while True:
+            try:
+                self.queues[index].put(batch, timeout=_POLL_SECONDS)
+                return
+            except queue_module.Full:
+                self.check()
+
+    def wait(self) -> list[Any]:
+        """Every worker's summary, in job order."""
+        pending = range(self.spec.jobs)
+        while len(self.summaries) < self.spec.jobs:
+            todo = [i for i in pending if i not in self.summaries]
+            wait([self.conns[i] for i in todo] + [self.processes[i].sentinel for i in todo], _POLL_SECONDS)
+            self.check()
+        return [self.summaries[i] for i in pending]
+
+    def stop(self) -> None:
+        """Stop every worker still running (after a failure or Ctrl-C) and release the pipes."""
+        for process in self.processes:
             if process.is_alive():
                 process.terminate()
         deadline = time.monotonic() + _STOP_SECONDS
-        for process in processes:
+        for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))
             if process.is_alive():
                 process.kill()
                 process.join()
-        for conn in conns:
+        for queue in self.queues:
+            queue.cancel_join_thread()  # a stopped worker leaves batches unread: do not wait on them
+            queue.close()
+        for conn in self.conns:
             conn.close()
+
+
+def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
+    """Start the workers, feed them, wait for every one; their summaries. JobFailedError when one fails."""
+    jobs = _Jobs(spec, work, total)
+    try:
+        if spec.feed:
+            jobs.feed()
+        return jobs.wait()
+    finally:
+        jobs.stop()
 
 
 def add_summaries(total: Any, parts: Iterable[Any]) -> None:
@@ -411,6 +494,8 @@ def run_jobs(
         if spec.state is not None:
             _copy_tables(spec, work, store)
         add_summaries(summary, parts)
+        logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
+                     time.process_time())
     finally:
         shutil.rmtree(work, ignore_errors=True)
         summary.seconds += time.perf_counter() - started
