@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from . import parallel
 from .engine import page
 from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage
 from .engine.params import EngineParams, add_param_argument, with_overrides
 from .engine.pipeline import process_page
-from . import parallel
 from .io import codec
 from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
 from .state.base import SegmentStore
@@ -196,7 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            done = "the jobs were stopped, nothing of this run written" if jobs > 1 else "state and output written up to the last page"
+            done = "state and output written up to the last page" if jobs == 1 else "the jobs stopped, no page written"
             print(f"interrupted: {done}", file=sys.stderr)
             for line in summary.lines():
                 print(line, file=sys.stderr)
