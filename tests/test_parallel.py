@@ -143,9 +143,9 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     assert out.getvalue() == b""
 
 
-def _job_pids(parent: int) -> list[int]:
-    """The job processes `parent` spawned (not its resource tracker)."""
-    pids = []
+def _children(parent: int) -> list[tuple[int, bytes]]:
+    """The processes whose parent is `parent`, with their command lines."""
+    out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -154,10 +154,15 @@ def _job_pids(parent: int) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == parent and b"spawn_main" in cmdline:
-            pids.append(int(entry.name))
-    return pids
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            out.append((int(entry.name), cmdline))
+    return out
+
+
+def _job_pids(run: int) -> list[int]:
+    """The job processes of the run with process id `run`: the children of its fork server."""
+    servers = [pid for pid, cmdline in _children(run) if b"forkserver" in cmdline]
+    return [pid for server in servers for pid, _ in _children(server)]
 
 
 def test_a_killed_job_fails_the_run_and_leaves_the_state_usable(tmp_path: Path) -> None:
