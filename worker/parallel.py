@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_intdigest
 
@@ -54,10 +54,13 @@ from .engine.errors import ConfigError, DetemplateError, StateError
 from .engine.model import DeadPage, RawPage
 from .engine.params import EngineParams, TableParams
 from .engine.table import HostTable
-from .io.formats import OutputOptions, Writer, make_writer
+from .io.formats import OutputOptions, make_writer
 from .io.sources import iter_inputs
 from .state.base import SegmentStore
 from .state.memory import MemoryStore
+
+# RocksStore's layout (state/rocks.py), read here (read-only), never written: one place defines it.
+from .state.rocks import _FORMAT, _FORMAT_KEY, _TABLE_PREFIX, RocksStore
 
 if TYPE_CHECKING:
     from multiprocessing.sharedctypes import Synchronized
@@ -74,9 +77,6 @@ _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and e
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
 _BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)
 _QUEUE_BATCHES = 8  # batches waiting for a job at most: the parent reads at most this far ahead
-# The layout of RocksStore's database (state/rocks.py's docstring): read here, never written.
-_FORMAT_KEY = b"meta/format"
-_TABLE_PREFIX = b"t/"
 
 
 Batch = list[tuple[int, RawPage | DeadPage]]  # items of one job with their place in the input
@@ -112,20 +112,9 @@ def job_of(host: str, jobs: int) -> int:
     return xxh3_64_intdigest(host.encode("utf-8", "surrogatepass")) % jobs
 
 
-class Decide(Protocol):
-    """offline.run_pages: decide pages in order, writing to `writer` and `events_out`."""
-
-    def __call__(
-        self,
-        pages: Iterable[RawPage | DeadPage],
-        store: SegmentStore,
-        params: EngineParams,
-        out: IO[bytes] | None = None,
-        events_out: IO[bytes] | None = None,
-        with_html: bool = False,
-        summary: Any = None,
-        writer: Writer | None = None,
-    ) -> Any: ...
+# offline.run_pages, handed in: (pages, store, params, out, events_out, with_html, summary,
+# writer) -> its RunSummary. This module sits below the offline shell and cannot import it.
+Decide = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -192,6 +181,7 @@ class _ReadOnlyTables:
     def __init__(self, path: str, params: TableParams) -> None:
         from rocksdict import AccessType, Options, Rdict
 
+
         self.path = path
         self.params = params
         try:
@@ -199,8 +189,8 @@ class _ReadOnlyTables:
             fmt = self._db.get(_FORMAT_KEY)
         except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
             raise StateError(f"cannot open RocksDB state at {path} read-only: {exc}") from exc
-        if fmt not in (None, b"1"):
-            raise StateError(f"state at {path} has format {fmt!r}, this version reads b'1'")
+        if fmt not in (None, _FORMAT):
+            raise StateError(f"state at {path} has format {fmt!r}, this version reads {_FORMAT!r}")
 
     def get(self, host: str) -> HostTable | None:
         try:
@@ -254,8 +244,6 @@ def _paths(work: Path, index: int) -> tuple[Path, Path, Path]:
 def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
     if spec.state is None:
         return MemoryStore()
-    from .state.rocks import RocksStore
-
     return RocksStore(_paths(work, index)[2], spec.params.table)
 
 
