@@ -52,9 +52,10 @@ def one_run(argv: list[str], read: bool) -> int:
     return cli.main(["run", *argv])
 
 
-def timed(argv: list[str], read: bool) -> tuple[float, float, list[float]]:
-    """Wall and CPU seconds of one run in a child process, and the CPU seconds of each process
-    that worked in parallel (the parent, then each job; empty for one job)."""
+def timed(argv: list[str], read: bool) -> tuple[float, float, list[float], list[float]]:
+    """Wall and CPU seconds of one run in a child process, the CPU seconds of each process
+    that worked in parallel (the parent, then each job; empty for one job), and the seconds
+    each job waited for its pages."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     cmd = [sys.executable, __file__, "--one", *(["--read"] if read else []), "--", *argv]
@@ -64,7 +65,8 @@ def timed(argv: list[str], read: bool) -> tuple[float, float, list[float]]:
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     parent = [float(m) for m in re.findall(r"([\d.]+) s CPU in the parent", proc.stderr)]
     jobs = [float(m) for m in re.findall(r"job \d+ of \d+: \d+ pages, ([\d.]+) s CPU", proc.stderr)]
-    return wall, cpu, parent + jobs
+    waits = [float(m) for m in re.findall(r"s CPU, ([\d.]+) s waiting", proc.stderr)]
+    return wall, cpu, parent + jobs, waits
 
 
 def main() -> int:
@@ -96,19 +98,21 @@ def main() -> int:
                     state = Path(tmp) / "state"
                     shutil.rmtree(state, ignore_errors=True)
                     argv += ["--state", str(state)]
-                wall, cpu, per_process = timed(argv, args.read)
+                wall, cpu, per_process, waits = timed(argv, args.read)
                 walls[jobs].append(wall)
                 outs[jobs] = out
+                if per_process:
+                    # The jobs are the fork server's children, not in `cpu`: their own figures count.
+                    cpu = sum(per_process)
                 line = f"round {r + 1}  --jobs {jobs}: {wall:6.1f} s wall, {cpu:6.1f} s CPU"
                 if per_process:
                     # On idle cores the run takes at least its busiest process, and at least its
                     # CPU spread over the cores: an estimate for a machine with nothing else on it.
-                    # The jobs are the fork server's children, not in `cpu`: their own figures count.
-                    cpu = sum(per_process)
                     idle = max(max(per_process[1:]), cpu / cores)
                     estimates.append(idle)
                     line += (f" (parent {per_process[0]:.1f}, jobs "
-                             f"{', '.join(f'{c:.1f}' for c in per_process[1:])}; on idle cores >= {idle:.1f} s)")
+                             f"{', '.join(f'{c:.1f}' for c in per_process[1:])}; on idle cores >= {idle:.1f} s; "
+                             f"jobs waited {', '.join(f'{w:.1f}' for w in waits) or '-'} s for pages)")
                 else:
                     ones.append(cpu)
                 print(f"{line}, load {os.getloadavg()[0]:.1f}", flush=True)

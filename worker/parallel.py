@@ -247,12 +247,19 @@ def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
     return RocksStore(_paths(work, index)[2], spec.params.table)
 
 
+_waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
+
+
 def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterator[tuple[int, RawPage | DeadPage]]:
     """This worker's items with their place in the input: from the parent's batches, or read."""
     if spec.feed:
-        while (batch := queue.get()) is not None:
+        while True:
+            started = time.perf_counter()
+            batch = queue.get()
+            _waited[0] += time.perf_counter() - started
+            if batch is None:
+                return
             yield from batch
-        return
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
         if _owner(item, spec.jobs) == index:
             yield seq, item
@@ -306,7 +313,7 @@ def _work(
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         raise
-    conn.send(("ok", (summary, time.process_time())))
+    conn.send(("ok", (summary, time.process_time(), _waited[0])))
 
 
 def _ended(process: multiprocessing.process.BaseProcess) -> str:
@@ -319,18 +326,19 @@ def _ended(process: multiprocessing.process.BaseProcess) -> str:
     return f"exit code {code}"
 
 
-def _progress(total: int | None) -> Callable[[int], None]:
-    """Show pages done on a terminal; a no-op elsewhere."""
+def _progress(total: int | None) -> Callable[[int | None], None]:
+    """Show pages done on a terminal (None: the end); a no-op elsewhere."""
     if not sys.stderr.isatty():
         return lambda done: None
     from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type stubs
 
     bar = tqdm(total=total, unit="page", dynamic_ncols=True, file=sys.stderr)
 
-    def show(done: int) -> None:
-        bar.update(done - bar.n)
-        if total is not None and done >= total:
+    def show(done: int | None) -> None:
+        if done is None:
             bar.close()
+        else:
+            bar.update(done - bar.n)
 
     return show
 
@@ -343,14 +351,19 @@ class _Jobs:
         # Jobs are forked from a fork server: a fresh interpreter that has imported this module
         # (and with it the engine, 0.25 s of CPU once rather than once a job) and opened
         # nothing, so no RocksDB handle, lock or thread of the parent crosses into a job.
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload([__name__])
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.ctx.set_forkserver_preload([__name__])
         self.processes: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counters: list[Synchronized[int]] = []
         self.queues: list[Queue[Batch | None]] = []
         self.summaries: dict[int, Any] = {}
         self.show = _progress(total)
+        self.work = work
+
+    def start(self) -> None:
+        """Start every job."""
+        spec, work, ctx = self.spec, self.work, self.ctx
         for index in range(spec.jobs):
             recv, send = ctx.Pipe(duplex=False)
             done = ctx.Value("q", 0)
@@ -361,11 +374,11 @@ class _Jobs:
                 name=f"detemplate-job-{index}",
                 daemon=True,
             )
-            self.processes.append(process)
             self.conns.append(recv)
-            self.counters.append(done)
             self.queues.append(queue)
             process.start()
+            self.processes.append(process)
+            self.counters.append(done)
             send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
 
     def check(self) -> None:
@@ -384,8 +397,9 @@ class _Jobs:
                     ) from None
                 if status != "ok":
                     raise JobFailedError(f"job {i + 1} of {jobs} failed: {value}")
-                self.summaries[i], cpu_seconds = value
-                logger.debug("job %d of %d: %d pages, %.1f s CPU", i + 1, jobs, value[0].pages, cpu_seconds)
+                self.summaries[i], cpu_seconds, waited_seconds = value
+                logger.debug("job %d of %d: %d pages, %.1f s CPU, %.1f s waiting for pages", i + 1, jobs,
+                             value[0].pages, cpu_seconds, waited_seconds)
                 self.processes[i].join()
             elif self.processes[i].exitcode is not None:
                 raise JobFailedError(f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})")
@@ -425,6 +439,7 @@ class _Jobs:
 
     def stop(self) -> None:
         """Stop every worker still running (after a failure or Ctrl-C) and release the pipes."""
+        self.show(None)
         for process in self.processes:
             if process.is_alive():
                 process.terminate()
@@ -445,6 +460,7 @@ def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
     """Start the workers, feed them, wait for every one; their summaries. JobFailedError when one fails."""
     jobs = _Jobs(spec, work, total)
     try:
+        jobs.start()
         if spec.feed:
             jobs.feed()
         return jobs.wait()
