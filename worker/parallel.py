@@ -75,8 +75,11 @@ STDIN = "-"
 _RECORD = struct.Struct("<QII")
 _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
-_BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)
-_QUEUE_BATCHES = 8  # batches waiting for a job at most: the parent reads at most this far ahead
+_BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
+_BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many characters
+# Batches waiting for a job at most: how far the parent reads ahead of a job (about 64 MB of
+# HTML), so that a long run of one job's hosts in the input does not leave the others idle.
+_QUEUE_BATCHES = 64
 
 
 Batch = list[tuple[int, RawPage | DeadPage]]  # items of one job with their place in the input
@@ -409,12 +412,15 @@ class _Jobs:
         """Read the input once, handing each job its items in batches (bounded queues)."""
         spec = self.spec
         batches: list[Batch] = [[] for _ in range(spec.jobs)]
+        chars = [0] * spec.jobs
         for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
             owner = _owner(item, spec.jobs)
             batches[owner].append((seq, item))
-            if len(batches[owner]) >= _BATCH_ITEMS:
+            chars[owner] += len(item.html) if isinstance(item, RawPage) else 0
+            if len(batches[owner]) >= _BATCH_ITEMS or chars[owner] >= _BATCH_CHARS:
                 self._put(owner, batches[owner])
                 batches[owner] = []
+                chars[owner] = 0
         for owner, batch in enumerate(batches):
             if batch:
                 self._put(owner, batch)
