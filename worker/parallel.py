@@ -1,10 +1,12 @@
 """`detemplate run --jobs N`: the hosts of a run split over N processes, one output.
 
-Every page is decided with its own host's table only, so hosts are independent: each of
-the N workers (spawned processes) reads the whole input itself with the same reader,
-numbers every item (its `seq`, the position in the input) and decides only the pages
-whose host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the
-reader, which has no reliable host, goes to worker 0). No page crosses a process.
+Every page is decided with its own host's table only, so hosts are independent. The parent
+reads the input once with the run's reader, numbers every item (its `seq`, the position in
+the input) and hands each of N jobs, in batches through a bounded queue, the items whose
+host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the reader, which
+has no reliable host, goes to job 0). A job decides its items in input order with the same
+`run_pages` one job runs (handed in: `JobSpec.decide`). `JobSpec.feed=False` has every job
+read the whole input itself instead (slower: docs/parallel.md measures both).
 
 - Tables: a host's table comes from the run's state directory, opened READ-ONLY by every
   worker (RocksDB allows readers beside the parent's handle, which writes nothing until
