@@ -207,6 +207,50 @@ def test_a_killed_job_fails_the_run_and_leaves_the_state_usable(tmp_path: Path) 
     assert (tmp_path / "again.jsonl").read_bytes().count(b"\n") == len(pages) - 60
 
 
+def _gone(pid: int) -> bool:
+    """True when process `pid` has ended (or is a zombie waiting to be reaped)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
+    pages = write_jsonl(_crawl(120, seed=11), tmp_path / "pages.jsonl")  # 900 pages: seconds of work
+    state = tmp_path / "state"
+    # Ctrl-C's KeyboardInterrupt even where this test's own process ignores SIGINT (a job in
+    # the background of a shell), which a child would inherit.
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from detemplate.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", code, "run", str(pages), "--output", str(tmp_path / "out.jsonl"),
+           "--state", str(state), "--jobs", "2"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        jobs: list[int] = []
+        while len(jobs) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            jobs = _job_pids(proc.pid)
+        assert len(jobs) == 2, "the run started its two jobs"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=DEADLINE_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert "interrupted: the jobs stopped, no page written" in err.decode()
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition with a deadline
+    assert all(_gone(pid) for pid in jobs), "no job outlives the run"
+    assert not list(tmp_path.glob(".detemplate-jobs-*")), "the jobs' temporary folder is removed"
+    store = RocksStore(state, EngineParams().table)
+    assert list(store.hosts()) == []  # nothing of the interrupted run reached the state
+    store.close()
+
+
 def test_jobs_that_cannot_work_are_refused_or_one() -> None:
     assert resolve_jobs(None, ["-"], "jsonl") == 1
     assert resolve_jobs(None, ["a.jsonl"], "parquet") == 1
