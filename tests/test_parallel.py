@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 import pytest
 from detemplate.cli import main
 from detemplate.engine.errors import ConfigError
@@ -87,7 +88,7 @@ def test_wet_has_one_warcinfo_and_the_bytes_of_one_job(crawl: Path, tmp_path: Pa
     many = io.BytesIO()
     writer = make_writer("wet", many, options)
     summary = RunSummary()
-    run_jobs(JobSpec((str(crawl),), 2, params, "wet", options, run_pages), MemoryStore(), many, None, summary)
+    run_jobs(JobSpec((str(crawl),), 2, params, "wet", options, run_pages), MemoryStore(), writer, None, summary)
     writer.close()
     assert many.getvalue().count(b"WARC-Type: warcinfo") == 1
     assert many.getvalue() == one.getvalue()
@@ -139,7 +140,7 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), _fail)
     out = io.BytesIO()
     with pytest.raises(JobFailedError, match="a bug in the engine"):
-        run_jobs(spec, MemoryStore(), out, None, RunSummary())
+        run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, RunSummary())
     assert out.getvalue() == b""
 
 
@@ -252,15 +253,23 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
 
 
 def test_jobs_that_cannot_work_are_refused_or_one() -> None:
-    assert resolve_jobs(None, ["-"], "jsonl") == 1
-    assert resolve_jobs(None, ["a.jsonl"], "parquet") == 1
-    assert resolve_jobs(None, ["a.jsonl"], "jsonl") == len(os.sched_getaffinity(0))
-    assert resolve_jobs(3, ["a.jsonl"], "jsonl") == 3
-    for asked, inputs, fmt in ((2, ["-"], "jsonl"), (2, ["a.jsonl"], "parquet"), (0, ["a.jsonl"], "jsonl")):
+    assert resolve_jobs(None, ["-"]) == 1
+    assert resolve_jobs(None, ["a.jsonl"]) == len(os.sched_getaffinity(0))
+    assert resolve_jobs(3, ["a.jsonl"]) == 3
+    for asked, inputs in ((2, ["-"]), (0, ["a.jsonl"])):
         with pytest.raises(ConfigError):
-            resolve_jobs(asked, inputs, fmt)
+            resolve_jobs(asked, inputs)
 
 
-def test_the_cli_refuses_parquet_with_jobs(crawl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", str(crawl), "--output", str(tmp_path / "o.parquet"), "--jobs", "2"]) == 2
-    assert "Parquet" in capsys.readouterr().err
+def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Row groups of PARQUET_ROWS rows (made by this process's writer): 10 puts 7 in the file.
+    monkeypatch.setattr("detemplate.io.formats.PARQUET_ROWS", 10)
+    files = {}
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"out-{jobs}.parquet"
+        run([crawl], out, "--jobs", str(jobs))
+        files[jobs] = out.read_bytes()
+    assert files[2] == files[1] and files[3] == files[1]
+    assert pq.ParquetFile(tmp_path / "out-2.parquet").num_row_groups == 7
+    table = pq.read_table(tmp_path / "out-2.parquet")
+    assert table.num_rows == 64 and table.column("error").to_pylist()[9] == "bad_json"

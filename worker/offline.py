@@ -160,7 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         fmt = format_for(args.output, args.format)
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
-        jobs = parallel.resolve_jobs(args.jobs, args.inputs, fmt)
+        jobs = parallel.resolve_jobs(args.jobs, args.inputs)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -184,7 +184,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
                     spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
                                             events_out is not None, args.state)
-                    parallel.run_jobs(spec, store, out, events_out, summary, total)
+                    parallel.run_jobs(spec, store, writer, events_out, summary, total)
                 else:
                     run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
             finally:
@@ -251,7 +251,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         metavar="N",
         help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
-        "cores; one for standard input and for Parquet, which refuse more)",
+        "cores; one for standard input, which refuses more)",
     )
     add_param_argument(
         p,

@@ -21,7 +21,8 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
   (seq, index, bytes) in the worker's temporary file, in its own input order; events
   likewise. The parent's own Writer wrote the file's header (WET's warcinfo record), and
   the parent merges the N files by (seq, index) into the one output: the bytes of
-  `--jobs 1`. Parquet's row groups span records, so it runs with one job.
+  `--jobs 1`. Parquet's jobs write each row as a record; the parent's ParquetWriter makes
+  the row groups from them in input order, as one job does.
 - A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
   others are stopped, nothing is merged, the state is left as it was.
 """
@@ -34,6 +35,7 @@ import io
 import logging
 import multiprocessing
 import os
+import pickle
 import queue as queue_module
 import shutil
 import signal
@@ -56,7 +58,7 @@ from .engine.errors import ConfigError, DetemplateError, StateError
 from .engine.model import DeadPage, RawPage
 from .engine.params import EngineParams, TableParams
 from .engine.table import HostTable
-from .io.formats import OutputOptions, make_writer
+from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import iter_inputs
 from .state.base import SegmentStore
 from .state.memory import MemoryStore
@@ -96,13 +98,11 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-def resolve_jobs(asked: int | None, inputs: Sequence[str], fmt: str) -> int:
+def resolve_jobs(asked: int | None, inputs: Sequence[str]) -> int:
     """The number of processes for a run: `asked`, else the cores (one where only one can work)."""
     one_reason = None
     if STDIN in inputs:
         one_reason = "standard input (-) can be read only once, not by every job"
-    elif fmt == "parquet":
-        one_reason = "Parquet's row groups span records, so its output is written by one job"
     if asked is None:
         return 1 if one_reason else default_jobs()
     if asked < 1:
@@ -174,10 +174,32 @@ def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
             yield seq, index, fh.read(size)
 
 
-def _merge(paths: Sequence[Path], out: IO[bytes]) -> None:
-    """The workers' records in input order, into `out`."""
+def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
+    """The workers' records in input order: into `out`, or as Parquet rows into `writer`."""
     for _seq, _index, chunk in heapq.merge(*(_records(p) for p in paths)):
-        out.write(chunk)
+        if isinstance(writer, ParquetWriter):
+            row, size = pickle.loads(chunk)  # our own job's bytes, written by _ParquetRows
+            writer._add(row, size)
+        else:
+            out.write(chunk)
+
+
+class _ParquetRows(ParquetWriter):
+    """A job's Parquet output: each row as a record of its own (pickled), which the parent's
+    ParquetWriter gathers into row groups in input order, as one job does."""
+
+    def __init__(self, out: IO[bytes], options: OutputOptions) -> None:
+        Writer.__init__(self, out, options)  # no Arrow writer: the parent's writes the file
+
+    def _add(self, row: dict[str, Any], size: int) -> None:
+        self.out.write(pickle.dumps((row, size), pickle.HIGHEST_PROTOCOL))
+
+    def close(self) -> None:
+        pass
+
+
+def _job_writer(fmt: str, out: IO[bytes], options: OutputOptions) -> Writer:
+    return _ParquetRows(out, options) if fmt == "parquet" else make_writer(fmt, out, options)
 
 
 class _ReadOnlyTables:
@@ -286,7 +308,7 @@ def _decide_share(
         with open(out_path, "wb", buffering=1 << 20) as out_fh, open(events_path, "wb", buffering=1 << 20) as ev_fh:
             out = _RecordSink(out_fh)
             events = _RecordSink(ev_fh)
-            writer = make_writer(spec.fmt, out, spec.options)
+            writer = _job_writer(spec.fmt, out, spec.options)
 
             def mine() -> Iterator[RawPage | DeadPage]:
                 for seq, item in _own_items(spec, index, queue):
@@ -493,20 +515,21 @@ def add_summaries(total: Any, parts: Iterable[Any]) -> None:
 def run_jobs(
     spec: JobSpec,
     store: SegmentStore,
-    out: IO[bytes],
+    writer: Writer,
     events_out: IO[bytes] | None,
     summary: Any,
     total: int | None = None,
 ) -> None:
-    """Decide the inputs in `spec.jobs` processes; write the merged output to `out` (after
-    the header the run's own Writer wrote) and events to `events_out`, put every table the
-    workers hold into `store` (when the run has state), add their figures to `summary`."""
+    """Decide the inputs in `spec.jobs` processes; write the merged output through the run's
+    `writer` (after the header it wrote; the caller closes it) and events to `events_out`, put
+    every table the workers hold into `store` (when the run has state), add their figures to
+    `summary`."""
     started = time.perf_counter()
     root = Path(spec.state).resolve().parent if spec.state else None
     work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
     try:
         parts = _run_workers(spec, work, total)
-        _merge([_paths(work, i)[0] for i in range(spec.jobs)], out)
+        _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
         if events_out is not None:
             _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
         if spec.state is not None:
