@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,24 @@ def _job_pids(run: int) -> list[int]:
     return [pid for server in servers for pid, _ in _children(server)]
 
 
+def _run_and_act(cmd: list[str], act: Callable[[subprocess.Popen[bytes], list[int]], None]) -> tuple[int, str]:
+    """Start a run of two jobs, `act` on it as soon as both jobs exist; its exit code and stderr."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        jobs: list[int] = []
+        while len(jobs) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            jobs = _job_pids(proc.pid)
+        assert len(jobs) == 2, "the run started its two jobs"
+        act(proc, jobs)
+        _, err = proc.communicate(timeout=DEADLINE_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.decode()
+
+
 def test_a_killed_job_fails_the_run_and_leaves_the_state_usable(tmp_path: Path) -> None:
     pages = _crawl(30, seed=9)
     first = write_jsonl(pages[:60], tmp_path / "first.jsonl")
@@ -178,26 +196,18 @@ def test_a_killed_job_fails_the_run_and_leaves_the_state_usable(tmp_path: Path) 
 
     cmd = [sys.executable, "-m", "detemplate", "run", str(rest), "--output", str(tmp_path / "out.jsonl"),
            "--state", str(state), "--jobs", "2"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-    try:
+
+    def kill_one(proc: subprocess.Popen[bytes], jobs: list[int]) -> None:
         # Freeze both jobs as soon as they exist (they cannot have finished: they are still
         # starting), then kill one and let the other go on.
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        jobs: list[int] = []
-        while len(jobs) < 2 and proc.poll() is None and time.monotonic() < deadline:
-            jobs = _job_pids(proc.pid)
-        assert len(jobs) == 2, "the run started its two jobs"
         for pid in jobs:
             os.kill(pid, signal.SIGSTOP)
         os.kill(jobs[0], signal.SIGKILL)
         os.kill(jobs[1], signal.SIGCONT)
-        _, err = proc.communicate(timeout=DEADLINE_SECONDS)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 1, err.decode()
-    assert "ended before it finished (killed by SIGKILL)" in err.decode()
+
+    code, err = _run_and_act(cmd, kill_one)
+    assert code == 1, err
+    assert "ended before it finished (killed by SIGKILL)" in err
     assert not list(tmp_path.glob(".detemplate-jobs-*")), "the jobs' temporary folder is removed"
 
     store = RocksStore(state, EngineParams().table)
@@ -227,21 +237,15 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
     )
     cmd = [sys.executable, "-c", code, "run", str(pages), "--output", str(tmp_path / "out.jsonl"),
            "--state", str(state), "--jobs", "2"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        jobs: list[int] = []
-        while len(jobs) < 2 and proc.poll() is None and time.monotonic() < deadline:
-            jobs = _job_pids(proc.pid)
-        assert len(jobs) == 2, "the run started its two jobs"
+    jobs: list[int] = []
+
+    def interrupt(proc: subprocess.Popen[bytes], started: list[int]) -> None:
+        jobs.extend(started)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=DEADLINE_SECONDS)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err.decode()
-    assert "interrupted: the jobs stopped, no page written" in err.decode()
+
+    code, err = _run_and_act(cmd, interrupt)
+    assert code == 130, err
+    assert "interrupted: the jobs stopped, no page written" in err
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
         time.sleep(0.05)  # polling a condition with a deadline
