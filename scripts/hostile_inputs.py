@@ -202,7 +202,8 @@ def run(path: Path, out: Path) -> tuple[float, int, int]:
     A child's peak RSS counts this process's memory until it execs, so this process builds
     nothing itself: each input is built by a child of its own (--build).
     """
-    argv = [sys.executable, "-m", "detemplate", "run", str(path), "--output", str(out)]
+    # One job: with more, pages are decided in the jobs, whose memory wait4 does not count.
+    argv = [sys.executable, "-m", "detemplate", "run", str(path), "--output", str(out), "--jobs", "1"]
     started = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)

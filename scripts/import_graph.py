@@ -8,7 +8,9 @@ bottom up; an import may only point down, or stay inside its part:
     engine     pure: page walk, detectors, table, pipeline; imports nothing else of the package
     state, io  the stores and the changelog layout; sources and codecs: import the engine only
     settings   runtime settings, the only reader of the environment: imports the engine only
-    offline, stream   the two shells: import the engine, state, io and settings
+    parallel   `run --jobs`: processes over hosts; imports the engine, state and io (offline's
+               run_pages is handed to it)
+    offline, stream   the two shells: import the engine, state, io and settings (offline: parallel)
     tools      eval, bench, show, samples, training, batch research algorithms, soak, the test broker
     cli, __main__, the package's __init__ (its public API)
 
@@ -34,10 +36,11 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"engine"},
     "io": {"engine"},
     "settings": {"engine"},
-    "offline": {"engine", "state", "io"},
+    "parallel": {"engine", "state", "io"},
+    "offline": {"engine", "state", "io", "parallel"},
     "stream": {"engine", "state", "io", "settings"},
-    "tools": {"engine", "state", "io", "settings", "offline", "stream"},
-    "cli": {"engine", "state", "io", "settings", "offline", "stream", "tools", "__init__"},
+    "tools": {"engine", "state", "io", "settings", "parallel", "offline", "stream"},
+    "cli": {"engine", "state", "io", "settings", "parallel", "offline", "stream", "tools", "__init__"},
     "__main__": {"cli"},
     "__init__": {"engine", "state", "io"},
 }

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from . import parallel
 from .engine import page
 from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage
@@ -159,6 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         fmt = format_for(args.output, args.format)
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
+        jobs = parallel.resolve_jobs(args.jobs, args.inputs)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -179,14 +181,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             writer = make_writer(fmt, out, options)
             events_out = open_output(args.events, stack) if args.events else None
             try:
-                run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
+                if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
+                    spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
+                                            events_out is not None, args.state)
+                    parallel.run_jobs(spec, store, writer, events_out, summary, total)
+                else:
+                    run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
             finally:
                 writer.close()
+        except parallel.JobFailedError as exc:
+            print(f"detemplate run: {exc}", file=sys.stderr)
+            return 1
         except DetemplateError as exc:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            print("interrupted: state and output written up to the last page", file=sys.stderr)
+            done = "state and output written up to the last page" if jobs == 1 else "the jobs stopped, no page written"
+            print(f"interrupted: {done}", file=sys.stderr)
             for line in summary.lines():
                 print(line, file=sys.stderr)
             return 130
@@ -235,6 +246,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep per-host tables in RocksDB in DIR, so a later run goes on learning (default: in memory)",
     )
     p.add_argument("--html", action="store_true", help="add each page's HTML with template text removed")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
+        "cores; one for standard input, which refuses more)",
+    )
     add_param_argument(
         p,
         "override an algorithm parameter, e.g. table.tb=50 or segment.path_mode=tag_class (repeatable)",

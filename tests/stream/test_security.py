@@ -475,8 +475,10 @@ def test_offline_run_and_stream_decoding_execute_and_fetch_nothing(
     write_warc(pages, tmp_path / "crawl.warc.gz")
     write_jsonl(pages, tmp_path / "pages.jsonl")
     out = tmp_path / "clean.jsonl"
+    # One job: the guard watches this process (`--jobs` N starts N processes of its own, which
+    # decide with the same code).
     code = main(["run", str(tmp_path / "crawl.warc.gz"), str(tmp_path / "pages.jsonl"), "--html",
-                 "--output", str(out), "--state", str(tmp_path / "state")])
+                 "--output", str(out), "--state", str(tmp_path / "state"), "--jobs", "1"])
     assert code == 0
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 16 and all("error" not in r for r in records)

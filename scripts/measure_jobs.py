@@ -1,0 +1,131 @@
+"""Wall time of `detemplate run --jobs 1` beside `--jobs N` on the same input, alternating.
+
+    python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 2
+    python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --state --jobs 2 --read
+
+Each run is a fresh `detemplate run` process (as a user starts it), timed from outside
+with its CPU time (user + system, the jobs included); rounds alternate one job and N
+jobs, so load from other work on the machine falls on both. Prints every run, the
+median wall times and the speedup, and checks that the outputs are the same bytes. A
+machine shared with other work gives a session's processes one share of the CPU together
+(autogroup scheduling), so the wall times there do not show what N cores give: each run
+also prints the CPU seconds of its parent and of every job, and the bound they set on
+idle cores (the busiest process, and the total CPU over the cores). For N jobs the CPU
+figure is the sum of the parent's and the jobs' (the fork server's one import, about
+0.25 s, is in neither).
+`--read` measures the other way of feeding the jobs (every job reads the whole input
+itself; the default is the parent reading it once and handing each job its pages).
+Prints figures; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import filecmp
+import logging
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def one_run(argv: list[str], read: bool) -> int:
+    """Run `detemplate run` in this process; with `read`, every job reads the input itself."""
+    from detemplate import cli, parallel
+
+    logging.getLogger("detemplate.parallel").setLevel(logging.DEBUG)  # each job's CPU seconds
+    if read:
+        run_jobs = parallel.run_jobs
+
+        def reading(spec: parallel.JobSpec, *args: Any) -> None:
+            run_jobs(dataclasses.replace(spec, feed=False), *args)
+
+        parallel.run_jobs = reading  # type: ignore[assignment]  # the measured alternative, same signature
+    return cli.main(["run", *argv])
+
+
+def timed(argv: list[str], read: bool) -> tuple[float, float, list[float], list[float]]:
+    """Wall and CPU seconds of one run in a child process, the CPU seconds of each process
+    that worked in parallel (the parent, then each job; empty for one job), and the seconds
+    each job waited for its pages."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    cmd = [sys.executable, __file__, "--one", *(["--read"] if read else []), "--", *argv]
+    proc = subprocess.run(cmd, check=True, stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    parent = [float(m) for m in re.findall(r"([\d.]+) s CPU in the parent", proc.stderr)]
+    jobs = [float(m) for m in re.findall(r"job \d+ of \d+: \d+ pages, ([\d.]+) s CPU", proc.stderr)]
+    waits = [float(m) for m in re.findall(r"s CPU, ([\d.]+) s waiting", proc.stderr)]
+    return wall, cpu, parent + jobs, waits
+
+
+def main() -> int:
+    if "--one" in sys.argv:
+        rest = sys.argv[sys.argv.index("--") + 1 :]
+        return one_run(rest, "--read" in sys.argv[: sys.argv.index("--")])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("inputs", nargs="+")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--state", action="store_true", help="runs with --state (a fresh directory each run)")
+    ap.add_argument("--read", action="store_true", help="every job reads the input itself")
+    ap.add_argument("--format", default="jsonl")
+    args = ap.parse_args()
+    print(f"{len(args.inputs)} input(s), {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+          f"--jobs {args.jobs}{' (every job reads)' if args.read else ''}{' with --state' if args.state else ''}, "
+          f"format {args.format}")
+    walls: dict[int, list[float]] = {1: [], args.jobs: []}
+    cores = min(args.jobs, len(os.sched_getaffinity(0)))
+    estimates: list[float] = []  # --jobs N on idle cores, from its processes' CPU seconds
+    ones: list[float] = []  # --jobs 1's CPU seconds: its wall time on an idle core
+    with tempfile.TemporaryDirectory(prefix="measure-jobs-") as tmp:
+        outs: dict[int, Path] = {}
+        for r in range(args.rounds):
+            for jobs in (1, args.jobs):
+                out = Path(tmp) / f"out-{jobs}.{args.format}"
+                argv = [*args.inputs, "--output", str(out), "--format", args.format, "--jobs", str(jobs)]
+                if args.state:
+                    state = Path(tmp) / "state"
+                    shutil.rmtree(state, ignore_errors=True)
+                    argv += ["--state", str(state)]
+                wall, cpu, per_process, waits = timed(argv, args.read)
+                walls[jobs].append(wall)
+                outs[jobs] = out
+                if per_process:
+                    # The jobs are the fork server's children, not in `cpu`: their own figures count.
+                    cpu = sum(per_process)
+                line = f"round {r + 1}  --jobs {jobs}: {wall:6.1f} s wall, {cpu:6.1f} s CPU"
+                if per_process:
+                    # On idle cores the run takes at least its busiest process, and at least its
+                    # CPU spread over the cores: an estimate for a machine with nothing else on it.
+                    idle = max(max(per_process[1:]), cpu / cores)
+                    estimates.append(idle)
+                    line += (f" (parent {per_process[0]:.1f}, jobs "
+                             f"{', '.join(f'{c:.1f}' for c in per_process[1:])}; on idle cores >= {idle:.1f} s; "
+                             f"jobs waited {', '.join(f'{w:.1f}' for w in waits) or '-'} s for pages)")
+                else:
+                    ones.append(cpu)
+                print(f"{line}, load {os.getloadavg()[0]:.1f}", flush=True)
+        same = filecmp.cmp(outs[1], outs[args.jobs], shallow=False)
+    one, many = statistics.median(walls[1]), statistics.median(walls[args.jobs])
+    print(f"median: --jobs 1 {one:.1f} s, --jobs {args.jobs} {many:.1f} s: speedup {one / many:.2f}x; "
+          f"outputs {'the same bytes' if same else 'DIFFER'}")
+    if estimates and ones:
+        one_cpu, many_cpu = statistics.median(ones), statistics.median(estimates)
+        print(f"from CPU seconds (idle cores): --jobs 1 {one_cpu:.1f} s, --jobs {args.jobs} >= {many_cpu:.1f} s: "
+              f"speedup <= {one_cpu / many_cpu:.2f}x")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

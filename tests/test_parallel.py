@@ -1,0 +1,279 @@
+"""`detemplate run --jobs N`: the hosts split over N processes give the bytes of one job, in
+every format, with dead inputs at their place; a state written by N jobs is continued by any
+number; a job that fails or is killed fails the run (exit 1) and leaves the state as it was."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type stubs
+import pytest
+from detemplate.cli import main
+from detemplate.engine.errors import ConfigError
+from detemplate.engine.model import DeadPage, RawPage
+from detemplate.engine.params import EngineParams
+from detemplate.io.formats import OutputOptions, make_writer
+from detemplate.io.sources import iter_inputs
+from detemplate.offline import RunSummary, run_pages
+from detemplate.parallel import JobFailedError, JobSpec, job_of, resolve_jobs, run_jobs
+from detemplate.state.memory import MemoryStore
+from detemplate.state.rocks import RocksStore
+
+from tests.factories import interleave, make_site, write_jsonl
+
+HOSTS = 7
+DEADLINE_SECONDS = 300.0  # for a condition on a loaded machine; never a sleep
+
+
+def _crawl(pages: int, seed: int = 0) -> list[Any]:
+    layouts = ("blog", "docs", "news")
+    return interleave(*(
+        make_site(f"site{n}.example", pages + n, seed=seed + n, layout=layouts[n % 3]) for n in range(HOSTS)
+    ))
+
+
+def _with_bad_line(path: Path, at: int) -> Path:
+    """PATH with a line that is not JSON inserted before line `at`."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:at], b"{not json\n", *lines[at:]]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """7 hosts, 63 pages interleaved, and a bad JSON line as the 10th item."""
+    path = write_jsonl(_crawl(6), tmp_path_factory.mktemp("crawl") / "crawl.jsonl")
+    return _with_bad_line(path, 9)
+
+
+def run(inputs: Iterable[Path], out: Path, *flags: str) -> None:
+    assert main(["run", *map(str, inputs), "--output", str(out), *flags]) == 0
+
+
+def test_the_hosts_are_split_over_every_job() -> None:
+    for jobs in (2, 3):  # the test crawl gives every job pages
+        assert {job_of(f"site{n}.example", jobs) for n in range(HOSTS)} == set(range(jobs))
+    assert job_of("site1.example", 3) == job_of("site1.example", 3)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "text", "markdown"])
+def test_n_jobs_write_the_bytes_of_one(crawl: Path, tmp_path: Path, fmt: str) -> None:
+    outputs = {}
+    for jobs in (1, 2, 3):
+        out, events = tmp_path / f"out-{jobs}", tmp_path / f"events-{jobs}.jsonl"
+        run([crawl], out, "--format", fmt, "--events", str(events), "--jobs", str(jobs))
+        outputs[jobs] = (out.read_bytes(), events.read_bytes())
+    assert outputs[1][0] and outputs[1][1].count(b"\n") >= HOSTS  # every host learned its template
+    assert outputs[2] == outputs[1]
+    assert outputs[3] == outputs[1]
+
+
+def test_wet_has_one_warcinfo_and_the_bytes_of_one_job(crawl: Path, tmp_path: Path) -> None:
+    # WET's records carry the run's start: both runs are given the same one.
+    options = OutputOptions(started=datetime(2024, 5, 1, tzinfo=UTC))
+    params = EngineParams()
+    one = io.BytesIO()
+    writer = make_writer("wet", one, options)
+    run_pages(iter_inputs([crawl]), MemoryStore(), params, writer=writer)
+    many = io.BytesIO()
+    writer = make_writer("wet", many, options)
+    summary = RunSummary()
+    run_jobs(JobSpec((str(crawl),), 2, params, "wet", options, run_pages), MemoryStore(), writer, None, summary)
+    writer.close()
+    assert many.getvalue().count(b"WARC-Type: warcinfo") == 1
+    assert many.getvalue() == one.getvalue()
+    assert summary.pages == 64 and summary.clean == 63 and summary.errors == {"bad_json": 1}
+    assert len(summary.hosts) == HOSTS
+
+
+def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    run([crawl], out, "--jobs", "3")
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 64
+    assert [i for i, r in enumerate(records) if "error" in r] == [9]
+    assert records[9]["error"] == "bad_json"
+    # Each host's pages in input order: page_no counts up.
+    by_host: dict[str, list[int]] = {}
+    for r in records:
+        if "error" not in r:
+            by_host.setdefault(r["host"], []).append(r["page_no"])
+    assert all(nos == sorted(nos) for nos in by_host.values())
+
+
+def test_a_state_written_by_two_jobs_is_continued_as_one_jobs(tmp_path: Path) -> None:
+    pages = _crawl(14, seed=5)
+    first = write_jsonl(pages[:40], tmp_path / "first.jsonl")
+    second = write_jsonl(pages[40:], tmp_path / "second.jsonl")
+    outs: dict[str, bytes] = {}
+    for name, jobs_first, jobs_second in (("one", "1", "1"), ("two-then-one", "2", "1"), ("two-then-three", "2", "3")):
+        state = tmp_path / f"state-{name}"
+        run([first], tmp_path / f"{name}-1.jsonl", "--state", str(state), "--jobs", jobs_first)
+        run([second], tmp_path / f"{name}-2.jsonl", "--state", str(state), "--jobs", jobs_second)
+        outs[name] = (tmp_path / f"{name}-1.jsonl").read_bytes() + (tmp_path / f"{name}-2.jsonl").read_bytes()
+        assert not list(tmp_path.glob(".detemplate-jobs-*")), "the jobs' temporary folder is removed"
+    assert outs["two-then-one"] == outs["one"]
+    assert outs["two-then-three"] == outs["one"]
+    # The second run continued the hosts' tables: page numbers go on from the first run.
+    second_run = [json.loads(line) for line in (tmp_path / "two-then-one-2.jsonl").read_text().splitlines()]
+    assert min(r["page_no"] for r in second_run) > 1
+
+
+def _fail(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
+    """A decide function that fails on the first page (a bug in a job)."""
+    for _ in pages:
+        raise RuntimeError("a bug in the engine")
+    return RunSummary()
+
+
+def test_a_failing_job_fails_the_run(crawl: Path) -> None:
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), _fail)
+    out = io.BytesIO()
+    with pytest.raises(JobFailedError, match="a bug in the engine"):
+        run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, RunSummary())
+    assert out.getvalue() == b""
+
+
+def _children(parent: int) -> list[tuple[int, bytes]]:
+    """The processes whose parent is `parent`, with their command lines."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            out.append((int(entry.name), cmdline))
+    return out
+
+
+def _job_pids(run: int) -> list[int]:
+    """The job processes of the run with process id `run`: the children of its fork server."""
+    servers = [pid for pid, cmdline in _children(run) if b"forkserver" in cmdline]
+    return [pid for server in servers for pid, _ in _children(server)]
+
+
+def _run_and_act(cmd: list[str], act: Callable[[subprocess.Popen[bytes], list[int]], None]) -> tuple[int, str]:
+    """Start a run of two jobs, `act` on it as soon as both jobs exist; its exit code and stderr."""
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        jobs: list[int] = []
+        while len(jobs) < 2 and proc.poll() is None and time.monotonic() < deadline:
+            jobs = _job_pids(proc.pid)
+        assert len(jobs) == 2, "the run started its two jobs"
+        act(proc, jobs)
+        _, err = proc.communicate(timeout=DEADLINE_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, err.decode()
+
+
+def test_a_killed_job_fails_the_run_and_leaves_the_state_usable(tmp_path: Path) -> None:
+    pages = _crawl(30, seed=9)
+    first = write_jsonl(pages[:60], tmp_path / "first.jsonl")
+    rest = write_jsonl(pages[60:], tmp_path / "rest.jsonl")
+    state = tmp_path / "state"
+    run([first], tmp_path / "first-out.jsonl", "--state", str(state), "--jobs", "1")
+    store = RocksStore(state, EngineParams().table)
+    before = {host: store.get(host).to_bytes() for host in store.hosts()}  # type: ignore[union-attr]
+    store.close()
+
+    cmd = [sys.executable, "-m", "detemplate", "run", str(rest), "--output", str(tmp_path / "out.jsonl"),
+           "--state", str(state), "--jobs", "2"]
+
+    def kill_one(proc: subprocess.Popen[bytes], jobs: list[int]) -> None:
+        # Freeze both jobs as soon as they exist (they cannot have finished: they are still
+        # starting), then kill one and let the other go on.
+        for pid in jobs:
+            os.kill(pid, signal.SIGSTOP)
+        os.kill(jobs[0], signal.SIGKILL)
+        os.kill(jobs[1], signal.SIGCONT)
+
+    code, err = _run_and_act(cmd, kill_one)
+    assert code == 1, err
+    assert "ended before it finished (killed by SIGKILL)" in err
+    assert not list(tmp_path.glob(".detemplate-jobs-*")), "the jobs' temporary folder is removed"
+
+    store = RocksStore(state, EngineParams().table)
+    after = {host: store.get(host).to_bytes() for host in store.hosts()}  # type: ignore[union-attr]
+    store.close()
+    assert after == before  # nothing of the failed run reached the state
+    run([rest], tmp_path / "again.jsonl", "--state", str(state), "--jobs", "2")  # and a run continues it
+    assert (tmp_path / "again.jsonl").read_bytes().count(b"\n") == len(pages) - 60
+
+
+def _gone(pid: int) -> bool:
+    """True when process `pid` has ended (or is a zombie waiting to be reaped)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
+    pages = write_jsonl(_crawl(120, seed=11), tmp_path / "pages.jsonl")  # 900 pages: seconds of work
+    state = tmp_path / "state"
+    # Ctrl-C's KeyboardInterrupt even where this test's own process ignores SIGINT (a job in
+    # the background of a shell), which a child would inherit.
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from detemplate.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", code, "run", str(pages), "--output", str(tmp_path / "out.jsonl"),
+           "--state", str(state), "--jobs", "2"]
+    jobs: list[int] = []
+
+    def interrupt(proc: subprocess.Popen[bytes], started: list[int]) -> None:
+        jobs.extend(started)
+        proc.send_signal(signal.SIGINT)
+
+    code, err = _run_and_act(cmd, interrupt)
+    assert code == 130, err
+    assert "interrupted: the jobs stopped, no page written" in err
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition with a deadline
+    assert all(_gone(pid) for pid in jobs), "no job outlives the run"
+    assert not list(tmp_path.glob(".detemplate-jobs-*")), "the jobs' temporary folder is removed"
+    store = RocksStore(state, EngineParams().table)
+    assert list(store.hosts()) == []  # nothing of the interrupted run reached the state
+    store.close()
+
+
+def test_jobs_that_cannot_work_are_refused_or_one() -> None:
+    assert resolve_jobs(None, ["-"]) == 1
+    assert resolve_jobs(None, ["a.jsonl"]) == len(os.sched_getaffinity(0))
+    assert resolve_jobs(3, ["a.jsonl"]) == 3
+    for asked, inputs in ((2, ["-"]), (0, ["a.jsonl"])):
+        with pytest.raises(ConfigError):
+            resolve_jobs(asked, inputs)
+
+
+def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Row groups of PARQUET_ROWS rows (made by this process's writer): 10 puts 7 in the file.
+    monkeypatch.setattr("detemplate.io.formats.PARQUET_ROWS", 10)
+    files = {}
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"out-{jobs}.parquet"
+        run([crawl], out, "--jobs", str(jobs))
+        files[jobs] = out.read_bytes()
+    assert files[2] == files[1] and files[3] == files[1]
+    assert pq.ParquetFile(tmp_path / "out-2.parquet").num_row_groups == 7
+    table = pq.read_table(tmp_path / "out-2.parquet")
+    assert table.num_rows == 64 and table.column("error").to_pylist()[9] == "bad_json"

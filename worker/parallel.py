@@ -1,0 +1,556 @@
+"""`detemplate run --jobs N`: the hosts of a run split over N processes, one output.
+
+Every page is decided with its own host's table only, so hosts are independent. The parent
+reads the input once with the run's reader, numbers every item (its `seq`, the position in
+the input) and hands each of N jobs, in batches through a bounded queue, the items whose
+host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the reader, which
+has no reliable host, goes to job 0). A job decides its items in input order with the same
+`run_pages` one job runs (handed in: `JobSpec.decide`). `JobSpec.feed=False` has every job
+read the whole input itself instead (slower: docs/parallel.md measures both).
+
+- Tables: a host's table comes from the run's state directory, opened READ-ONLY by every
+  worker (RocksDB allows readers beside the parent's handle, which writes nothing until
+  the end), the first time the worker sees the host; from then on it lives in the
+  worker's own store (a RocksStore in a temporary folder beside the state, or a
+  MemoryStore without --state). When every worker has finished, the parent `put`s every
+  table a worker holds into the run's store and flushes it: the state directory is one
+  RocksDB that a later run, with any N, continues. A failed run copies nothing.
+- Processes: the jobs are forked from multiprocessing's fork server, which imported this
+  module and opened nothing; the parent's open state never crosses into a job.
+- Output: a worker gives the format's Writer a sink that files every write as a record
+  (seq, index, bytes) in the worker's temporary file, in its own input order; events
+  likewise. The parent's own Writer wrote the file's header (WET's warcinfo record), and
+  the parent merges the N files by (seq, index) into the one output: the bytes of
+  `--jobs 1`. Parquet's jobs write each row as a record; the parent's ParquetWriter makes
+  the row groups from them in input order, as one job does.
+- A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
+  others are stopped, nothing is merged, the state is left as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import io
+import logging
+import multiprocessing
+import os
+import pickle
+import queue as queue_module
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.queues import Queue
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from xxhash import xxh3_64_intdigest
+
+from .engine.errors import ConfigError, DetemplateError, StateError
+from .engine.model import DeadPage, RawPage
+from .engine.params import EngineParams, TableParams
+from .engine.table import HostTable
+from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
+from .io.sources import iter_inputs
+from .state.base import SegmentStore
+from .state.memory import MemoryStore
+
+# RocksStore's layout (state/rocks.py), read here (read-only), never written: one place defines it.
+from .state.rocks import _FORMAT, _FORMAT_KEY, _TABLE_PREFIX, RocksStore
+
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
+
+    from _typeshed import ReadableBuffer
+
+logger = logging.getLogger(__name__)
+
+STDIN = "-"
+# A record of a worker's temporary file: seq, index of the write within that seq, length;
+# then the bytes. Little-endian, fixed size, so the merge reads without parsing.
+_RECORD = struct.Struct("<QII")
+_POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
+_STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
+_BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
+_BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many characters
+# Batches waiting for a job at most: how far the parent reads ahead of a job (about 64 MB of
+# HTML), so that a long run of one job's hosts in the input does not leave the others idle.
+_QUEUE_BATCHES = 64
+
+
+Batch = list[tuple[int, RawPage | DeadPage]]  # items of one job with their place in the input
+
+
+class JobFailedError(DetemplateError):
+    """A worker process of `run --jobs` failed or was killed; the run wrote nothing."""
+
+
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def resolve_jobs(asked: int | None, inputs: Sequence[str]) -> int:
+    """The number of processes for a run: `asked`, else the cores (one where only one can work)."""
+    one_reason = None
+    if STDIN in inputs:
+        one_reason = "standard input (-) can be read only once, not by every job"
+    if asked is None:
+        return 1 if one_reason else default_jobs()
+    if asked < 1:
+        raise ConfigError(f"--jobs must be at least 1, not {asked}")
+    if asked > 1 and one_reason:
+        raise ConfigError(f"--jobs {asked}: {one_reason}; use --jobs 1")
+    return asked
+
+
+def job_of(host: str, jobs: int) -> int:
+    """The worker that decides HOST's pages: stable across runs and machines."""
+    return xxh3_64_intdigest(host.encode("utf-8", "surrogatepass")) % jobs
+
+
+# offline.run_pages, handed in: (pages, store, params, out, events_out, with_html, summary,
+# writer) -> its RunSummary. This module sits below the offline shell and cannot import it.
+Decide = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What every worker of a run is given (pickled to spawned processes).
+
+    decide: the function that decides a worker's pages (offline.run_pages), passed in
+        because this module sits below the offline shell.
+    state: the run's state directory, read only by the workers; None: no state.
+    """
+
+    inputs: tuple[str, ...]
+    jobs: int
+    params: EngineParams
+    fmt: str
+    options: OutputOptions
+    decide: Decide
+    with_html: bool = False
+    events: bool = False
+    state: str | None = None
+    feed: bool = True  # the parent reads the input once and hands each job its pages; False: every job reads it
+
+
+class _RecordSink(io.BytesIO):
+    """A file object that files each write as a (seq, index, bytes) record; writes before
+    the first `at` (a Writer's header) are dropped: the parent writes the header."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        super().__init__()
+        self.fh = fh
+        self.seq = -1
+        self.index = 0
+
+    def at(self, seq: int) -> None:
+        self.seq = seq
+        self.index = 0
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        chunk = bytes(data)
+        if self.seq >= 0 and chunk:
+            self.fh.write(_RECORD.pack(self.seq, self.index, len(chunk)))
+            self.fh.write(chunk)
+            self.index += 1
+        return len(chunk)
+
+
+def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """The records of a worker's file, in the order written (seq order)."""
+    with open(path, "rb", buffering=1 << 20) as fh:
+        while head := fh.read(_RECORD.size):
+            seq, index, size = _RECORD.unpack(head)
+            yield seq, index, fh.read(size)
+
+
+def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
+    """The workers' records in input order: into `out`, or as Parquet rows into `writer`."""
+    for _seq, _index, chunk in heapq.merge(*(_records(p) for p in paths)):
+        if isinstance(writer, ParquetWriter):
+            row, size = pickle.loads(chunk)  # our own job's bytes, written by _ParquetRows
+            writer._add(row, size)
+        else:
+            out.write(chunk)
+
+
+class _ParquetRows(ParquetWriter):
+    """A job's Parquet output: each row as a record of its own (pickled), which the parent's
+    ParquetWriter gathers into row groups in input order, as one job does."""
+
+    def __init__(self, out: IO[bytes], options: OutputOptions) -> None:
+        Writer.__init__(self, out, options)  # no Arrow writer: the parent's writes the file
+
+    def _add(self, row: dict[str, Any], size: int) -> None:
+        self.out.write(pickle.dumps((row, size), pickle.HIGHEST_PROTOCOL))
+
+    def close(self) -> None:
+        pass
+
+
+def _job_writer(fmt: str, out: IO[bytes], options: OutputOptions) -> Writer:
+    return _ParquetRows(out, options) if fmt == "parquet" else make_writer(fmt, out, options)
+
+
+class _ReadOnlyTables:
+    """The host tables of a RocksStore's database, opened read-only."""
+
+    def __init__(self, path: str, params: TableParams) -> None:
+        from rocksdict import AccessType, Options, Rdict
+
+
+        self.path = path
+        self.params = params
+        try:
+            self._db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
+            fmt = self._db.get(_FORMAT_KEY)
+        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
+            raise StateError(f"cannot open RocksDB state at {path} read-only: {exc}") from exc
+        if fmt not in (None, _FORMAT):
+            raise StateError(f"state at {path} has format {fmt!r}, this version reads {_FORMAT!r}")
+
+    def get(self, host: str) -> HostTable | None:
+        try:
+            data = self._db.get(_TABLE_PREFIX + host.encode())
+        except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
+            raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
+        if data is None:
+            return None
+        assert isinstance(data, bytes)  # raw_mode: values are bytes
+        return HostTable.from_bytes(data, self.params)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class _LayeredStore:
+    """A worker's store: its own tables, each loaded from the run's state when first asked for."""
+
+    def __init__(self, own: SegmentStore, base: _ReadOnlyTables | None) -> None:
+        self.own = own
+        self.base = base
+
+    def get(self, host: str) -> HostTable | None:
+        table = self.own.get(host)
+        if table is None and self.base is not None:
+            table = self.base.get(host)
+            if table is not None:
+                self.own.put(host, table)  # the live object from now on, as the run's store keeps it
+        return table
+
+    def put(self, host: str, table: HostTable) -> None:
+        self.own.put(host, table)
+
+    def hosts(self) -> Iterator[str]:
+        return self.own.hosts()
+
+    def flush(self) -> None:
+        self.own.flush()
+
+    def close(self) -> None:
+        self.own.close()
+        if self.base is not None:
+            self.base.close()
+
+
+def _paths(work: Path, index: int) -> tuple[Path, Path, Path]:
+    """A worker's output records, event records and own state folder."""
+    return work / f"out-{index}.bin", work / f"events-{index}.bin", work / f"state-{index}"
+
+
+def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
+    if spec.state is None:
+        return MemoryStore()
+    return RocksStore(_paths(work, index)[2], spec.params.table)
+
+
+_waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
+
+
+def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterator[tuple[int, RawPage | DeadPage]]:
+    """This worker's items with their place in the input: from the parent's batches, or read."""
+    if spec.feed:
+        while True:
+            started = time.perf_counter()
+            batch = queue.get()
+            _waited[0] += time.perf_counter() - started
+            if batch is None:
+                return
+            yield from batch
+    for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+        if _owner(item, spec.jobs) == index:
+            yield seq, item
+
+
+def _owner(item: RawPage | DeadPage, jobs: int) -> int:
+    """The job of an item: its host's; a dead item of the reader (no reliable host) goes to job 0."""
+    return 0 if isinstance(item, DeadPage) else job_of(item.host, jobs)
+
+
+def _decide_share(
+    spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Batch | None]
+) -> Any:
+    """Decide this worker's pages of the whole input; its summary."""
+    out_path, events_path, _ = _paths(work, index)
+    base = _ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
+    store = _LayeredStore(_own_store(spec, work, index), base)
+    try:
+        with open(out_path, "wb", buffering=1 << 20) as out_fh, open(events_path, "wb", buffering=1 << 20) as ev_fh:
+            out = _RecordSink(out_fh)
+            events = _RecordSink(ev_fh)
+            writer = _job_writer(spec.fmt, out, spec.options)
+
+            def mine() -> Iterator[RawPage | DeadPage]:
+                for seq, item in _own_items(spec, index, queue):
+                    out.at(seq)
+                    events.at(seq)
+                    yield item
+                    done.value += 1
+
+            try:
+                return spec.decide(
+                    mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer
+                )
+            finally:
+                writer.close()
+    finally:
+        store.close()
+
+
+def _work(
+    spec: JobSpec, work: str, index: int, done: Synchronized[int], conn: Connection, queue: Queue[Batch | None]
+) -> None:
+    """A worker process: its summary to `conn`, or the error that stopped it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    try:
+        summary = _decide_share(spec, Path(work), index, done, queue)
+    except DetemplateError as exc:
+        conn.send(("error", str(exc)))
+        return
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        raise
+    conn.send(("ok", (summary, time.process_time(), _waited[0])))
+
+
+def _ended(process: multiprocessing.process.BaseProcess) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _progress(total: int | None) -> Callable[[int | None], None]:
+    """Show pages done on a terminal (None: the end); a no-op elsewhere."""
+    if not sys.stderr.isatty():
+        return lambda done: None
+    from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type stubs
+
+    bar = tqdm(total=total, unit="page", dynamic_ncols=True, file=sys.stderr)
+
+    def show(done: int | None) -> None:
+        if done is None:
+            bar.close()
+        else:
+            bar.update(done - bar.n)
+
+    return show
+
+
+class _Jobs:
+    """The parent's view of the running workers: their processes, pipes, counters and queues."""
+
+    def __init__(self, spec: JobSpec, work: Path, total: int | None) -> None:
+        self.spec = spec
+        # Jobs are forked from a fork server: a fresh interpreter that has imported this module
+        # (and with it the engine, 0.25 s of CPU once rather than once a job) and opened
+        # nothing, so no RocksDB handle, lock or thread of the parent crosses into a job.
+        self.ctx = multiprocessing.get_context("forkserver")
+        self.ctx.set_forkserver_preload([__name__])
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.conns: list[Connection] = []
+        self.counters: list[Synchronized[int]] = []
+        self.queues: list[Queue[Batch | None]] = []
+        self.summaries: dict[int, Any] = {}
+        self.show = _progress(total)
+        self.work = work
+
+    def start(self) -> None:
+        """Start every job."""
+        spec, work, ctx = self.spec, self.work, self.ctx
+        for index in range(spec.jobs):
+            recv, send = ctx.Pipe(duplex=False)
+            done = ctx.Value("q", 0)
+            queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
+            process = ctx.Process(
+                target=_work,
+                args=(spec, str(work), index, done, send, queue),
+                name=f"detemplate-job-{index}",
+                daemon=True,
+            )
+            self.conns.append(recv)
+            self.queues.append(queue)
+            process.start()
+            self.processes.append(process)
+            self.counters.append(done)
+            send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
+
+    def check(self) -> None:
+        """Take the summaries of finished workers; JobFailedError when one failed or died."""
+        jobs = self.spec.jobs
+        for i in range(jobs):
+            if i in self.summaries:
+                continue
+            if self.conns[i].poll():
+                try:
+                    status, value = self.conns[i].recv()
+                except EOFError:
+                    self.processes[i].join()
+                    raise JobFailedError(
+                        f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})"
+                    ) from None
+                if status != "ok":
+                    raise JobFailedError(f"job {i + 1} of {jobs} failed: {value}")
+                self.summaries[i], cpu_seconds, waited_seconds = value
+                logger.debug("job %d of %d: %d pages, %.1f s CPU, %.1f s waiting for pages", i + 1, jobs,
+                             value[0].pages, cpu_seconds, waited_seconds)
+                self.processes[i].join()
+            elif self.processes[i].exitcode is not None:
+                raise JobFailedError(f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})")
+        self.show(sum(c.value for c in self.counters))
+
+    def feed(self) -> None:
+        """Read the input once, handing each job its items in batches (bounded queues)."""
+        spec = self.spec
+        batches: list[Batch] = [[] for _ in range(spec.jobs)]
+        chars = [0] * spec.jobs
+        for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+            owner = _owner(item, spec.jobs)
+            batches[owner].append((seq, item))
+            chars[owner] += len(item.html) if isinstance(item, RawPage) else 0
+            if len(batches[owner]) >= _BATCH_ITEMS or chars[owner] >= _BATCH_CHARS:
+                self._put(owner, batches[owner])
+                batches[owner] = []
+                chars[owner] = 0
+        for owner, batch in enumerate(batches):
+            if batch:
+                self._put(owner, batch)
+            self._put(owner, None)
+
+    def _put(self, index: int, batch: Batch | None) -> None:
+        while True:
+            try:
+                self.queues[index].put(batch, timeout=_POLL_SECONDS)
+                return
+            except queue_module.Full:
+                self.check()
+
+    def wait(self) -> list[Any]:
+        """Every worker's summary, in job order."""
+        pending = range(self.spec.jobs)
+        while len(self.summaries) < self.spec.jobs:
+            todo = [i for i in pending if i not in self.summaries]
+            wait([self.conns[i] for i in todo] + [self.processes[i].sentinel for i in todo], _POLL_SECONDS)
+            self.check()
+        return [self.summaries[i] for i in pending]
+
+    def stop(self) -> None:
+        """Stop every worker still running (after a failure or Ctrl-C) and release the pipes."""
+        self.show(None)
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + _STOP_SECONDS
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for queue in self.queues:
+            queue.cancel_join_thread()  # a stopped worker leaves batches unread: do not wait on them
+            queue.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
+    """Start the workers, feed them, wait for every one; their summaries. JobFailedError when one fails."""
+    jobs = _Jobs(spec, work, total)
+    try:
+        jobs.start()
+        if spec.feed:
+            jobs.feed()
+        return jobs.wait()
+    finally:
+        jobs.stop()
+
+
+def add_summaries(total: Any, parts: Iterable[Any]) -> None:
+    """Add the workers' summaries (offline.RunSummary) into `total`: counts summed, host sets
+    joined; `seconds` is left to the caller (the run's wall time)."""
+    for part in parts:
+        for f in dataclasses.fields(total):
+            if f.name == "seconds":
+                continue
+            mine, theirs = getattr(total, f.name), getattr(part, f.name)
+            if isinstance(mine, set | Counter):
+                mine.update(theirs)
+            elif isinstance(mine, int | float):
+                setattr(total, f.name, mine + theirs)
+
+
+def run_jobs(
+    spec: JobSpec,
+    store: SegmentStore,
+    writer: Writer,
+    events_out: IO[bytes] | None,
+    summary: Any,
+    total: int | None = None,
+) -> None:
+    """Decide the inputs in `spec.jobs` processes; write the merged output through the run's
+    `writer` (after the header it wrote; the caller closes it) and events to `events_out`, put
+    every table the workers hold into `store` (when the run has state), add their figures to
+    `summary`."""
+    started = time.perf_counter()
+    root = Path(spec.state).resolve().parent if spec.state else None
+    work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
+    try:
+        parts = _run_workers(spec, work, total)
+        _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
+        if events_out is not None:
+            _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
+        if spec.state is not None:
+            _copy_tables(spec, work, store)
+        add_summaries(summary, parts)
+        logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
+                     time.process_time())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        summary.seconds += time.perf_counter() - started
+
+
+def _copy_tables(spec: JobSpec, work: Path, store: SegmentStore) -> None:
+    """Every table the workers hold, into the run's store."""
+    for index in range(spec.jobs):
+        own = _own_store(spec, work, index)
+        try:
+            for host in own.hosts():
+                table = own.get(host)
+                if table is not None:
+                    store.put(host, table)
+            store.flush()
+        finally:
+            own.close()
