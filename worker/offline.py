@@ -21,10 +21,11 @@ from typing import IO
 
 from .engine import page
 from .engine.errors import ConfigError, DetemplateError
-from .engine.model import DeadPage, RawPage
+from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, add_param_argument, with_overrides
 from .engine.pipeline import process_page
 from .io import codec
+from .state import expiry
 from .state.base import SegmentStore
 from .state.memory import MemoryStore
 
@@ -91,6 +92,13 @@ def run_pages(
     summary = summary or RunSummary()
     started = time.perf_counter()
     write = out.write
+
+    def write_events(events: Iterable[TemplateEvent]) -> None:
+        for event in events:
+            summary.events[event.type] += 1
+            if events_out is not None:
+                events_out.write(codec.encode_event(event) + b"\n")
+
     try:
         for item in pages:
             summary.pages += 1
@@ -112,14 +120,15 @@ def run_pages(
                 if block.verdict == "template":
                     summary.template_chars += block.chars
             write(codec.encode_clean(clean) + b"\n")
-            for event in outcome.events:
-                summary.events[event.type] += 1
-                if events_out is not None:
-                    events_out.write(codec.encode_event(event) + b"\n")
+            write_events((*outcome.events, *store.take_events()))  # a bounded table's event after the page's
             if summary.pages % FLUSH_EVERY_PAGES == 0:
                 store.flush()
+                store.expire()  # whole hosts unseen too long, or over the budget (state/expiry.py)
+                write_events(store.take_events())
     finally:
         summary.seconds += time.perf_counter() - started
+        store.expire(force=True)
+        write_events(store.take_events())
         store.flush()
     return summary
 
@@ -139,6 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     try:
         params = with_overrides(EngineParams(), args.param)
+        policy = expiry.policy_from_args(args)
         pages = iter_inputs(args.inputs)
         total = estimate_total(args.inputs)
     except ConfigError as exc:
@@ -150,9 +160,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.state:
                 from .state.rocks import RocksStore
 
-                store: SegmentStore = RocksStore(args.state, params.table)
+                store: SegmentStore = RocksStore(args.state, params.table, policy=policy)
             else:
-                store = MemoryStore()
+                store = MemoryStore(policy)
             stack.callback(store.close)
             out = open_output(args.output, stack)
             events_out = open_output(args.events, stack) if args.events else None
@@ -194,6 +204,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep per-host tables in RocksDB in DIR, so a later run goes on learning (default: in memory)",
     )
     p.add_argument("--html", action="store_true", help="add each page's HTML with template text removed")
+    expiry.add_arguments(p)
     add_param_argument(
         p,
         "override an algorithm parameter, e.g. table.tb=50 or segment.path_mode=tag_class (repeatable)",
