@@ -86,6 +86,18 @@ class Cluster:
         assert found is not None, f"{metric} not in {name}'s metrics"
         return float(found.group(1))
 
+    def wait_metric(self, name: str, metric: str, at_least: float, timeout_s: float = 90.0) -> float:
+        """Poll a worker's metric until it reaches `at_least` (0 while its endpoint is not up yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            up = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", self.log(name))
+            value = self.metric(name, metric) if up else 0.0
+            if value >= at_least:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name}: {metric} = {value} < {at_least} after {timeout_s} s\n{self.logs_tail()}")
+            time.sleep(0.01)
+
     def produce_pages(self, pages: list[RawPage]) -> None:
         run(produce_raw(self.bootstrap, self.settings.topic_raw, ((p.host.encode(), encode_raw(p)) for p in pages)))
 
@@ -105,7 +117,7 @@ class Cluster:
 
     def read(self, topic: str) -> list[Record]:
         """Every record of `topic` up to its end now."""
-        return run(consume(self.bootstrap, topic, tansu=True))
+        return run(consume(self.bootstrap, topic)).records
 
     def wait_for(self, topic: str, done: object, timeout_s: float = 120.0) -> list[Record]:
         """Read `topic` until `done(records)` holds; fail with the worker logs after `timeout_s`."""

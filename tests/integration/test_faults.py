@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
-from detemplate.state.changelog import StateLayout
+from detemplate.state.changelog import StateLayout, records_of
 from detemplate.stream.kafka_io import Record
 
 from tests.factories import interleave, make_site
@@ -147,15 +147,6 @@ def first_clean_after(c: Cluster, before: int, start: float, timeout_s: float = 
 # -- 1. the broker stops and starts again under a running worker -----------------------------
 
 
-def wait_metric(c: Cluster, name: str, metric: str, at_least: float, timeout_s: float = 60.0) -> float:
-    deadline = time.monotonic() + timeout_s
-    while (value := c.metric(name, metric)) < at_least:
-        if time.monotonic() > deadline:
-            pytest.fail(f"{name}: {metric} = {value} < {at_least} after {timeout_s} s\n{c.logs_tail()}")
-        time.sleep(0.01)
-    return value
-
-
 def stored_records(c: Cluster, topic: str) -> int:
     """Records of `topic` in the stopped broker's S3 bucket (the sum of its partitions' watermarks).
 
@@ -182,7 +173,7 @@ def test_broker_restart_under_a_running_worker_loses_nothing(s3_cluster: Cluster
     sent.update(c.produce_tracked([page_message(p) for p in second]))
     # Crash the broker while the worker is deciding `second`: some of its pages decided and
     # handed to the producer, some of those delivered, fewer committed (commits come every second).
-    wait_metric(c, "w1", "detemplate_pages_out_total", len(first) + 20)
+    c.wait_metric("w1", "detemplate_pages_out_total", len(first) + 20)
     c.broker.stop(kill=True)
     # What the broker had stored when it stopped: the worker was in the middle of `second`.
     delivered = stored_records(c, c.settings.topic_clean)
@@ -247,7 +238,7 @@ def tables_from_rocksdb(data_dir: Path, hosts: set[str], snapshot_every: int) ->
         records.update((bytes(k), bytes(v)) for k, v in db.items())
         db.close()
     layout = StateLayout(EngineParams(), snapshot_every)
-    return {host: layout.load(records.get, host) for host in hosts}
+    return {host: layout.load(records_of(host, records)) for host in hosts}
 
 
 def test_corrupt_rocksdb_partitions_are_moved_aside_and_rebuilt_from_the_changelog(cluster: Cluster) -> None:

@@ -92,7 +92,7 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
     assert s[("detemplate_page_latency_seconds_sum", ())] > 0
     window = last_shares[-10:]
     share = sum(t for _, t in window) / sum(c for c, _ in window)
-    assert s[("detemplate_template_share", ())] == pytest.approx(share)
+    assert s[("detemplate_template_share_ratio", ())] == pytest.approx(share)
     assert 0.1 < share < 0.95  # learned sites: a good part of each page's text is template
     tables = [t for h in store.hosts() if (t := store.get(h)) is not None]
     assert s[("detemplate_hosts_in_state", ())] == 2  # dead pages leave no table behind

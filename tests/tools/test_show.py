@@ -179,7 +179,7 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     from detemplate.engine.pipeline import decide
     from detemplate.engine.table import HostTable
     from detemplate.settings import StreamSettings
-    from detemplate.state.changelog import StateLayout
+    from detemplate.state.changelog import StateLayout, host_prefix
     from rocksdict import Options, Rdict
 
     src, state, _, site = crawl
@@ -193,8 +193,8 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     for offset, sp in enumerate(site):  # what the worker's agent does for each page
         out = decide(sp.page, table, params)
         table.source_offset = offset
-        for key, value in layout.records(HOST, table, out):
-            db[key] = value
+        for suffix, value in layout.records(table, out):
+            db[host_prefix(HOST) + suffix] = value
     db.close()
 
     views = {}

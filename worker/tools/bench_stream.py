@@ -37,6 +37,7 @@ from ..engine.params import EngineParams
 from ..engine.pipeline import process_page
 from ..io import codec
 from ..settings import StreamSettings, env_for
+from ..state.changelog import record_kind
 from ..state.memory import MemoryStore
 
 DEFAULT_CORPUS = "../shared/corpora/site-antsr-pkgdown/pages.jsonl.gz"
@@ -169,7 +170,7 @@ async def _collect(bootstrap: str, topic: str, n: int, timeout_s: float, start_a
     """Read `n` new records of `topic`, with their arrival times."""
     from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-    from ..stream.tansu import fetch_highwaters
+    from ..stream.kafka_io import fetch_highwaters
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 * 1024 * 1024)
@@ -263,9 +264,9 @@ def _main(args: argparse.Namespace) -> int:
               f"per page ({figures['worker_cpu_vs_offline']:.2f}x offline in CPU terms: the rate a worker with a "
               "core of its own would reach)", flush=True)
 
-        state: list[Record] = asyncio.run(consume(broker.bootstrap, settings.topic_state, tansu=True))
-        deltas = [r for r in state if r.key and r.key.startswith(b"d/")]
-        snaps = [r for r in state if r.key and r.key.startswith(b"s/")]
+        state: list[Record] = asyncio.run(consume(broker.bootstrap, settings.topic_state)).records
+        deltas = [r for r in state if r.key and record_kind(r.key) == "delta"]
+        snaps = [r for r in state if r.key and record_kind(r.key) == "snapshot"]
         total_bytes = sum(len(r.key or b"") + len(r.value or b"") for r in state)
         figures.update(
             changelog_records=len(state),

@@ -498,17 +498,21 @@ def _stream_table(path: Path, partitions: list[Path], host: str, params: EngineP
     from rocksdict import AccessType, Options, Rdict
 
     from ..settings import load as load_settings
-    from ..state.changelog import StateLayout
+    from ..state.changelog import StateLayout, host_prefix
+    from ..state.rocks import scan_prefix
 
-    # The delta slots depend on K: the worker's DETEMPLATE_SNAPSHOT_EVERY must be set here too.
-    layout = StateLayout(params, load_settings().snapshot_every)
+    settings = load_settings()
+    # The snapshot period and the table bound must be the worker's: its DETEMPLATE_* settings apply here too.
+    layout = StateLayout(params, settings.snapshot_every, max_table_entries=settings.max_table_entries)
+    prefix = host_prefix(host)
     for db_path in partitions:
         try:
             db = Rdict(str(db_path), Options(raw_mode=True), access_type=AccessType.read_only())
         except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
             raise StateError(f"cannot open the worker state {db_path}: {exc}") from exc
         try:
-            table = layout.load(db.get, host)
+            records = {k[len(prefix):]: v for k, v in scan_prefix(db, prefix).items()}
+            table = layout.load(records)
         except Exception as exc:
             if isinstance(exc, DetemplateError):
                 raise
