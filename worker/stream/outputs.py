@@ -86,7 +86,8 @@ class Fitted:
 
 def safe_text(text: str, limit: int) -> str:
     """`text` with lone surrogates replaced (U+FFFD), cut to `limit` characters with a note."""
-    clean = text.encode("utf-8", "replace").decode("utf-8") if not _encodes(text) else text
+    # Through UTF-16, where a lone surrogate encodes (surrogatepass) and decodes as U+FFFD (replace).
+    clean = text if _encodes(text) else text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if len(clean) > limit:
         note = f" [cut: {len(clean):,} characters]"
         clean = clean[: max(0, limit - len(note))] + note
