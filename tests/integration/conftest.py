@@ -32,6 +32,7 @@ from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import process_page
 from detemplate.io import codec
 from detemplate.settings import StreamSettings, env_for
+from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
 from detemplate.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
 from detemplate.tools.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
@@ -76,13 +77,16 @@ class Cluster:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def metric(self, name: str, metric: str) -> float:
-        """One value of a worker's Prometheus endpoint, e.g. ``detemplate_pages_out_total``."""
+    def metric(self, name: str, metric: str, default: float | None = None) -> float:
+        """One value of a worker's Prometheus endpoint, e.g. ``detemplate_pages_out_total``
+        (`default` for a labelled series not counted yet)."""
         port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", self.log(name))
         assert port is not None, f"{name} has no metrics endpoint in its log"
         with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
             text = resp.read().decode()
         found = re.search(rf"^{re.escape(metric)} (\S+)$", text, re.MULTILINE)
+        if found is None and default is not None:
+            return default
         assert found is not None, f"{metric} not in {name}'s metrics"
         return float(found.group(1))
 
@@ -137,12 +141,19 @@ class Cluster:
             time.sleep(0.5)
 
     def logs_tail(self) -> str:
-        """The end of every log of the test, and each worker's assignments and stats lines."""
+        """The end of every log of the test, and each worker's assignments and stats lines; a
+        live worker first logs where each of its tasks waits (SIGUSR1), for a test that timed out."""
+        live = [p for p in self.procs if p.poll() is None]
+        for proc in live:
+            proc.send_signal(signal.SIGUSR1)
+        if live:
+            time.sleep(1.0)  # a failure path only: time for the workers to write their stacks
         parts = []
         for p in sorted(self.tmp.glob("*.log")):
             text = p.read_text(errors="replace")
             marks = [line for line in text.splitlines() if "assigned partitions=" in line or "WorkerStats(" in line]
-            parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}")
+            stacks = text[text.rfind("tasks and threads:"):] if "tasks and threads:" in text else ""
+            parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}\n{stacks[:20000]}")
         return "\n".join(parts)
 
     def stop(self) -> None:
@@ -298,16 +309,17 @@ class Offline:
     store: MemoryStore
 
 
-def offline(pages: list[RawPage], params: EngineParams | None = None) -> Offline:
+def offline(pages: list[RawPage], params: EngineParams | None = None, policy: ExpiryPolicy | None = None) -> Offline:
+    """`detemplate run` on the pages (its state events, such as a bounded table's, after each page's own)."""
     params = params or EngineParams()
-    store = MemoryStore()
+    store = MemoryStore(policy)
     clean: dict[str, list[bytes]] = defaultdict(list)
     events: dict[str, list[bytes]] = defaultdict(list)
     for page in pages:
         outcome = process_page(page, store, params)
         assert outcome.clean is not None
         clean[page.host].append(codec.encode_clean(outcome.clean))
-        events[page.host].extend(codec.encode_event(e) for e in outcome.events)
+        events[page.host].extend(codec.encode_event(e) for e in (*outcome.events, *store.take_events()))
     return Offline(dict(clean), dict(events), store)
 
 

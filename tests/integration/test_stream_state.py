@@ -152,3 +152,18 @@ def test_tansu_workaround_only_when_asked(tansu: bool, tmp_path: object) -> None
 
     app, _ = build_app(StreamSettings(tansu=tansu, data_dir=str(tmp_path), metrics_port=-1))
     assert isinstance(app.transport, TansuTransport) is tansu
+
+
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [("sur\udfff.example", "surrogate"), ("a\x00b.example", "NUL"), ("h" * 1025, "1,025 bytes"), ("", "empty")],
+)
+def test_a_host_that_cannot_key_the_state_is_a_dead_letter(host: str, why: str) -> None:
+    from detemplate.stream.app import check_host
+
+    problem = check_host(host)
+    assert problem is not None and why in problem
+    assert check_host("ü.example") is None
+    value = json.dumps({"url": "https://x.example/", "host": host or " ", "html": "<p>x</p>"}).encode()
+    dead = decode_message(host.encode("utf-8", "surrogatepass"), value, "pages.raw/0/1")
+    assert isinstance(dead, DeadPage) and dead.reason in ("bad_host", "bad_record")
