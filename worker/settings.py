@@ -71,6 +71,10 @@ class StreamSettings:
         least recently seen dropped; the same default as `run` (state/expiry.py).
     expiry_sweep_s: how often the worker looks for hosts to drop (a scan of its hosts' index
         entries, between two messages).
+    commit_before_snapshot: commit the input offsets before a snapshot replaces a host's older
+        one, so that no page that snapshot covered is read again (docs/stream.md). Off only to
+        test what a crash in that window does: such a page is then decided against the current
+        table (a duplicate that may differ), never lost.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
 
@@ -122,6 +126,7 @@ class StreamSettings:
     state_budget_bytes: int = 0
     max_table_entries: int = 200_000  # = state.expiry.DEFAULT_MAX_TABLE_ENTRIES (tests/test_settings.py)
     expiry_sweep_s: float = 60.0
+    commit_before_snapshot: bool = True
     params: str = ""
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"

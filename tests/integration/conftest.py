@@ -260,6 +260,58 @@ def worker_settings(broker: LocalBroker) -> StreamSettings:
     )
 
 
+def outputs_by_input(c: Cluster, sent: dict[Position, Message]) -> dict[Position, set[bytes]]:
+    """The distinct clean pages and dead letters downstream, by the pages.raw position they came from.
+
+    A dead letter names its input (`source` = pages.raw/PARTITION/OFFSET); a clean page is
+    traced by its URL, which is unique among the inputs of these tests.
+    """
+    position_of_url: dict[str, Position] = {}
+    for pos, (_, value) in sent.items():
+        try:
+            url = json.loads(value or b"").get("url")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(url, str):
+            assert url not in position_of_url, f"test input: {url} sent twice"
+            position_of_url[url] = pos
+    out: dict[Position, set[bytes]] = defaultdict(set)
+    for r in c.read(c.settings.topic_clean):
+        assert r.value is not None
+        url = json.loads(r.value)["url"]
+        assert url in position_of_url, f"a clean page that no input asked for: {url}"
+        out[position_of_url[url]].add(r.value)
+    prefix = f"{c.settings.topic_raw}/"
+    for r in c.read(c.settings.topic_dead):
+        assert r.value is not None
+        source = json.loads(r.value)["source"]
+        assert source.startswith(prefix), f"a dead letter that names no input: {source}"
+        partition, offset = source[len(prefix):].split("/")
+        out[(int(partition), int(offset))].add(r.value)
+    return out
+
+
+def assert_each_input_once(c: Cluster, sent: dict[Position, Message]) -> dict[Position, bytes]:
+    """Every input offset has exactly one distinct output (clean page or dead letter); nothing else came out."""
+    out = outputs_by_input(c, sent)
+    missing = sorted(set(sent) - set(out))
+    report_counts(c, sent, out)
+    assert not missing, f"{len(missing)} inputs with no output, e.g. {missing[:5]}"
+    assert set(out) == set(sent), f"outputs for positions nobody sent: {sorted(set(out) - set(sent))[:5]}"
+    differing = {pos: vals for pos, vals in out.items() if len(vals) != 1}
+    assert not differing, f"{len(differing)} inputs with differing outputs, e.g. {next(iter(differing.items()))}"
+    return {pos: next(iter(vals)) for pos, vals in out.items()}
+
+
+def report_counts(c: Cluster, sent: dict[Position, Message], out: dict[Position, set[bytes]]) -> None:
+    """One line for the fault loops (`pytest -s`): inputs sent, outputs, inputs without one, copies."""
+    total = len(c.read(c.settings.topic_clean)) + len(c.read(c.settings.topic_dead))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    print(f"\nLOOPCOUNT {test} sent={len(sent)} out={total} inputs_out={len(set(out) & set(sent))} "
+          f"lost={len(set(sent) - set(out))} duplicates={total - sum(len(v) for v in out.values())} "
+          f"differing={sum(1 for v in out.values() if len(v) > 1)}")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     broker = LocalBroker(log_path=tmp_path / "broker.log").start()

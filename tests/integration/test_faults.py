@@ -32,9 +32,10 @@ from tests.integration.conftest import (
     PARTITIONS,
     Cluster,
     Message,
-    Position,
+    assert_each_input_once,
     by_host,
     offline,
+    outputs_by_input,
     page_message,
 )
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, assignment
@@ -69,48 +70,6 @@ def crawl(n_per_host: int, per_partition: int) -> list[RawPage]:
 
 
 # -- what every test checks ------------------------------------------------------------------
-
-
-def outputs_by_input(c: Cluster, sent: dict[Position, Message]) -> dict[Position, set[bytes]]:
-    """The distinct clean pages and dead letters downstream, by the pages.raw position they came from.
-
-    A dead letter names its input (`source` = pages.raw/PARTITION/OFFSET); a clean page is
-    traced by its URL, which is unique among the inputs of these tests.
-    """
-    position_of_url: dict[str, Position] = {}
-    for pos, (_, value) in sent.items():
-        try:
-            url = json.loads(value or b"").get("url")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(url, str):
-            assert url not in position_of_url, f"test input: {url} sent twice"
-            position_of_url[url] = pos
-    out: dict[Position, set[bytes]] = defaultdict(set)
-    for r in c.read(c.settings.topic_clean):
-        assert r.value is not None
-        url = json.loads(r.value)["url"]
-        assert url in position_of_url, f"a clean page that no input asked for: {url}"
-        out[position_of_url[url]].add(r.value)
-    prefix = f"{c.settings.topic_raw}/"
-    for r in c.read(c.settings.topic_dead):
-        assert r.value is not None
-        source = json.loads(r.value)["source"]
-        assert source.startswith(prefix), f"a dead letter that names no input: {source}"
-        partition, offset = source[len(prefix):].split("/")
-        out[(int(partition), int(offset))].add(r.value)
-    return out
-
-
-def assert_each_input_once(c: Cluster, sent: dict[Position, Message]) -> dict[Position, bytes]:
-    """Every input offset has exactly one distinct output (clean page or dead letter); nothing else came out."""
-    out = outputs_by_input(c, sent)
-    missing = sorted(set(sent) - set(out))
-    assert not missing, f"{len(missing)} inputs with no output, e.g. {missing[:5]}"
-    assert set(out) == set(sent), f"outputs for positions nobody sent: {sorted(set(out) - set(sent))[:5]}"
-    differing = {pos: vals for pos, vals in out.items() if len(vals) != 1}
-    assert not differing, f"{len(differing)} inputs with differing outputs, e.g. {next(iter(differing.items()))}"
-    return {pos: next(iter(vals)) for pos, vals in out.items()}
 
 
 class all_urls_out:  # lower case: used like the predicate functions beside it
@@ -401,3 +360,37 @@ def test_hostile_messages_each_dead_with_its_reason_and_bytes(cluster: Cluster) 
     assert checked == len(HOSTILE)
     assert_same_as_offline(c, good, by_host(c.read(c.settings.topic_clean)))
     assert_tables_equal(c, good)  # the dead letters left no trace in the state
+
+
+# -- 5. a crash while a replaced snapshot's pages are not committed --------------------------
+
+
+def test_a_crash_after_a_snapshot_replaced_uncommitted_pages_loses_none(cluster: Cluster) -> None:
+    """The worker commits before a snapshot replaces a host's older one; when that commit cannot
+    happen (here: turned off, and no periodic commit either), a crash leaves pages to read again
+    that no retained snapshot and deltas rebuild. Each is decided against the host's current
+    table, so it comes out again (a duplicate that may differ, counted), never lost."""
+    c = cluster
+    c.settings = c.settings.with_overrides(snapshot_every=4, commit_interval_s=3600.0, commit_before_snapshot=False)
+    pages = crawl(30, per_partition=1)  # 120 pages of 4 hosts: 30 a host, 2K = 8 deltas retained
+    sent = c.produce_tracked([page_message(p) for p in pages])
+    w1 = c.start_worker("w1")
+    c.wait_for(c.settings.topic_clean, all_urls_out(pages))
+    assert "not committed before its snapshot was replaced" in c.log("w1")
+    w1.kill()  # SIGKILL: nothing was committed
+    w1.wait()
+    first = by_host(c.read(c.settings.topic_clean))
+    c.start_worker("w2")  # an empty directory: the state comes from the changelog
+    c.wait_metric("w2", "detemplate_pages_in_total", len(pages))
+    c.wait_metric("w2", "detemplate_pages_out_total", len(pages))
+    out = outputs_by_input(c, sent)
+    assert set(out) == set(sent), f"lost: {sorted(set(sent) - set(out))[:5]}"
+    differing = sum(1 for vals in out.values() if len(vals) > 1)
+    redecided = c.metric("w2", 'detemplate_pages_order_total{kind="redecided"}')
+    replayed = c.metric("w2", 'detemplate_pages_order_total{kind="replayed"}')
+    print(f"\nsnapshot window: {len(pages)} pages read twice; {replayed:.0f} replayed identically, {redecided:.0f} "
+          f"decided against the current table ({differing} of them differ from their first output), 0 lost")
+    assert replayed + redecided == len(pages) and redecided >= 4 * (30 - 2 * 4)
+    assert differing <= redecided
+    assert_same_as_offline(c, pages, first)  # the first outputs, as offline
+    assert_tables_equal(c, pages)  # and the state: a page decided again is not applied again

@@ -20,8 +20,8 @@ from detemplate.state.changelog import record_kind
 from detemplate.state.expiry import ExpiryPolicy
 from detemplate.stream.kafka_io import encode_raw
 
-from tests.integration.conftest import Cluster, Message, by_host, page_message
-from tests.integration.test_faults import all_urls_out, assert_each_input_once, crawl
+from tests.integration.conftest import Cluster, Message, assert_each_input_once, by_host, page_message
+from tests.integration.test_faults import all_urls_out, crawl
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, compacted
 
 pytestmark = pytest.mark.broker

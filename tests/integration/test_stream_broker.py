@@ -17,7 +17,16 @@ from detemplate.state.expiry import ExpiryPolicy
 from detemplate.stream.kafka_io import fetch_highwaters
 
 from tests.factories import interleave, make_site
-from tests.integration.conftest import PARTITIONS, Cluster, by_host, first_per_url, offline, run
+from tests.integration.conftest import (
+    PARTITIONS,
+    Cluster,
+    assert_each_input_once,
+    by_host,
+    first_per_url,
+    offline,
+    page_message,
+    run,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -145,7 +154,7 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
 
 def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> None:
     pages = crawl(120)  # 600 pages
-    cluster.produce_pages(pages)
+    sent = cluster.produce_tracked([page_message(p) for p in pages])
     first = cluster.start_worker("w1")
     cluster.wait_metric("w1", "detemplate_pages_out_total", 150)  # polled often: the kill comes mid-stream
     first.send_signal(signal.SIGKILL)
@@ -157,6 +166,7 @@ def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> 
     records = cluster.wait_for(
         cluster.settings.topic_clean, lambda rs: {json.loads(r.value)["url"] for r in rs} >= urls, timeout_s=180
     )
+    assert_each_input_once(cluster, sent)
     assert_same_as_offline(cluster, pages, by_host(records))
     assert_tables_equal(cluster, pages)
 

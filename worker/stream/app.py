@@ -30,8 +30,10 @@ whether or not it was seen before:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
@@ -41,13 +43,14 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from ..engine.errors import StateError
 from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
 from ..engine.params import EngineParams
 from ..engine.pipeline import decide
 from ..engine.table import HostTable
 from ..io.sources import decode_record
 from ..settings import StreamSettings
-from ..state.changelog import INDEX_PREFIX, HostState, StateLayout, host_of, host_prefix, index_key
+from ..state.changelog import INDEX_PREFIX, HostState, StateLayout, assemble, host_of, host_prefix, index_key
 from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
 from .commits import Position, Progress, SafeCommitTransport
 from .metrics import Metrics
@@ -218,6 +221,25 @@ class StreamWorker:
         app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
         app.timer(2.0)(self._log_stats)
         app.timer(1.0)(self._update_metrics)
+        app.task(self._on_start)
+
+    async def _on_start(self) -> None:
+        # `kill -USR1 <pid>` logs where every task of the event loop waits (a stuck worker, say).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self._log_waits)
+
+    def _log_waits(self) -> None:
+        """Where the worker waits: each partition's position, the consumer's flow, every task."""
+        consumer = self.app.consumer
+        logger.warning(
+            "positions %s waiting %s; consumer flow_active=%s active=%s paused=%s; rebalancing=%s recovery=%s",
+            {tp.partition: n for tp, n in self.progress._next.items()},
+            {tp.partition: w.offset for tp, w in self.progress._waits.items()},
+            getattr(consumer, "flow_active", "?"),
+            sorted(tp.partition for tp in getattr(consumer, "_active_partitions", None) or ()),
+            sorted(tp.partition for tp in getattr(consumer, "_paused_partitions", None) or ()),
+            self.app.rebalancing, self.app.in_recovery,
+        )
+        _log_tasks()
 
     @property
     def store(self) -> CheckedRocksDBStore:
@@ -331,10 +353,7 @@ class StreamWorker:
         """Where a partition starts in this assignment: its committed offset, or its first one."""
         consumer = self.app.consumer
         try:
-            committed = await consumer.committed_offset(tp)  # type: ignore[attr-defined]  # SafeCommitConsumer
-            if committed is None:
-                first = (await consumer.earliest_offsets(tp)).get(tp)
-                committed = None if first is None else int(first)
+            committed = await consumer.start_offset(tp)  # type: ignore[attr-defined]  # SafeCommitConsumer
         except Exception as exc:  # the broker is unreachable: Faust's copy, else the message's own offset
             committed = getattr(consumer, "_committed_offset", {}).get(tp)
             logger.warning("partition=%d: no committed offset from the broker (%r); starting at %s",
@@ -354,7 +373,7 @@ class StreamWorker:
             await self._send_dead(page, raw)
             return
         host = page.host
-        hs = self._host(host, tp.partition)
+        hs = await self._host(host, tp.partition)
         table = hs.table
         if offset <= table.source_offset:
             await self._again(page, raw, tp, offset, hs)
@@ -390,7 +409,12 @@ class StreamWorker:
     async def _again(self, page: RawPage, raw: bytes | None, tp: TP, offset: int, hs: HostState) -> None:
         """A page at or below the table's source_offset: a replay, a dead page again, or an old one."""
         host = page.host
-        loaded = self.layout.load_before(self._records(tp.partition, host), offset)
+        try:
+            loaded = self.layout.load_before(self._records(tp.partition, host), offset)
+        except StateError as exc:
+            logger.error("host=%s partition=%d offset=%d: the state before the page does not load: %s",
+                         host, tp.partition, offset, exc)
+            loaded = None
         if loaded is not None:
             self.stats.replayed += 1
             self.metrics.order("replayed")
@@ -433,18 +457,31 @@ class StreamWorker:
         )
         await self._publish(host, outcome.clean, (), page.source, raw)
 
-    def _host(self, host: str, partition: int) -> HostState:
+    async def _host(self, host: str, partition: int) -> HostState:
         """The live state of a host, loaded from the partition's store on first use."""
         hs = self.hosts.get(host)
         if hs is not None:
             self.hosts.move_to_end(host)
             return hs
-        loaded = self.layout.host_state(host, self._records(partition, host))
+        try:
+            loaded = self.layout.host_state(host, self._records(partition, host))
+        except StateError as exc:
+            # Records that do not decode or do not join up (never written by this layout): the
+            # host starts afresh rather than stopping the partition; its old records go first.
+            logger.error("host=%s partition=%d: its state does not load (%s): dropped, the host starts afresh",
+                         host, partition, exc)
+            self.metrics.order("state_reset")
+            keys = [*self.store.keys_with_prefix(partition, host_prefix(host)), index_key(host)]
+            await self._put_state(partition, [(k, None) for k in keys])
+            loaded = None
         hs = loaded if loaded is not None else HostState(HostTable(self.params.table))
         index = self.store.get_record(partition, index_key(host))
-        if index is not None:
-            entry = IndexEntry.from_bytes(host, index)
-            hs.index_page, hs.index_ms = entry.last_page, entry.last_ms
+        if index is not None and loaded is not None:
+            try:
+                entry = IndexEntry.from_bytes(host, index)
+                hs.index_page, hs.index_ms = entry.last_page, entry.last_ms
+            except StateError:
+                pass  # rewritten on this page
         self.hosts[host] = hs
         self.stats.rebuilt_hosts += 1
         if len(self.hosts) > self.settings.cache_hosts:
@@ -481,8 +518,9 @@ class StreamWorker:
         old_offset = self.layout.offset_of_page(self._records(tp.partition, host), old)
         if old_offset is None or self._committed(tp, old_offset):
             return
-        self.stats.forced_commits += 1
-        await self.app.consumer.commit()
+        if self.settings.commit_before_snapshot:
+            self.stats.forced_commits += 1
+            await self.app.consumer.commit()
         if not self._committed(tp, old_offset):
             # A replay of that page after a crash now finds no snapshot to rebuild it from: it
             # is decided against the current table (`_again`), so it still has an output.
@@ -543,8 +581,14 @@ class StreamWorker:
 
     async def _drop_host(self, partition: int, x: Expired) -> None:
         host = x.entry.host
-        keys = [*self.store.keys_with_prefix(partition, host_prefix(host)), index_key(host)]
-        await self._put_state(partition, [(k, None) for k in keys])
+        prefix = host_prefix(host)
+        records = self.store.scan(partition, prefix)
+        # The event says what the host held now (its index entry may be a few pages old).
+        logical = assemble({k[len(prefix) :]: v for k, v in records.items()})
+        pages = max((d.page_no for d in self.layout.deltas(logical).values()), default=x.entry.pages)
+        nbytes = sum(len(k) + len(v) for k, v in records.items())
+        x = replace(x, entry=replace(x.entry, pages=pages, state_bytes=nbytes + len(index_key(host)) + 36))
+        await self._put_state(partition, [(k, None) for k in [*records, index_key(host)]])
         self.hosts.pop(host, None)
         self.stats.expired_hosts += 1
         self.metrics.host_expired(x.reason)
@@ -625,6 +669,40 @@ class StreamWorker:
         key, value = fit_dead(dead, raw, self.limits)
         self.metrics.published_dead(dead.reason)
         await self._send(self.settings.topic_dead, key, value)
+
+
+def _log_tasks() -> None:
+    """Log where every task of the running event loop waits (the whole chain of awaits), and
+    every thread's stack."""
+    import io
+    import sys
+    import threading
+    import traceback
+
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        out.write(f"task {task.get_name()}:\n")
+        for line in _await_chain(task.get_coro()):
+            out.write(f"  {line}\n")
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        out.write(f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame, limit=12))}")
+    logger.warning("tasks and threads:\n%s", out.getvalue())
+
+
+def _await_chain(obj: Any, depth: int = 40) -> list[str]:
+    """Where a coroutine (or async generator) waits: each frame down its chain of awaits."""
+    lines = []
+    while obj is not None and depth > 0:
+        depth -= 1
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is not None:
+            lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        nxt = getattr(obj, "cr_await", None) or getattr(obj, "ag_await", None) or getattr(obj, "gi_yieldfrom", None)
+        if nxt is None and isinstance(obj, asyncio.Future) and not isinstance(obj, asyncio.Task):
+            lines.append(f"a future: {obj!r}"[:300])
+        obj = nxt
+    return lines
 
 
 def _exit_on_send_error(fut: Any) -> None:

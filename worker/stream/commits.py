@@ -29,6 +29,7 @@ back to it the worker takes it for such a hole, with a warning, and goes on.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 HOLD_S = 30.0  # a missing offset is taken for a hole in the log after this long
 RESEEK_S = 5.0  # while a partition waits for a missing offset, seek back again this often
+COMMITTED_TIMEOUT_S = 15.0  # asking the group coordinator for a committed offset takes at most this
 
 
 class Position(enum.Enum):
@@ -122,13 +124,20 @@ class Progress:
 class SafeCommitConsumer(Consumer):
     """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position."""
 
-    async def committed_offset(self, tp: Any) -> int | None:
-        """The group's committed offset of `tp`, asked of the group coordinator (Faust's own copy
-        is not set yet when the first messages of an assignment arrive)."""
+    async def start_offset(self, tp: Any) -> int | None:
+        """Where `tp` starts for the group: its committed offset, asked of the group coordinator
+        (Faust's own copy is not set yet when the first messages of an assignment arrive), or
+        its first offset when nothing is committed. Raises TimeoutError after COMMITTED_TIMEOUT_S."""
+        return await asyncio.wait_for(self._start_offset(tp), timeout=COMMITTED_TIMEOUT_S)
+
+    async def _start_offset(self, tp: Any) -> int | None:
         thread = self._thread
         consumer = thread._ensure_consumer()
         offset = await thread.call_thread(consumer.committed, tp)
-        return None if offset is None or offset < 0 else int(offset)
+        if offset is not None and offset >= 0:
+            return int(offset)
+        first = (await thread.call_thread(consumer.beginning_offsets, [tp])).get(tp)
+        return None if first is None else int(first)
 
     def _new_offset(self, tp: Any) -> int | None:
         progress: Progress | None = getattr(self.app, "progress", None)
