@@ -37,6 +37,7 @@ from tests.integration.conftest import (
     offline,
     outputs_by_input,
     page_message,
+    report_counts,
 )
 from tests.integration.test_stream_broker import assert_same_as_offline, assert_tables_equal, assignment
 
@@ -384,6 +385,7 @@ def test_a_crash_after_a_snapshot_replaced_uncommitted_pages_loses_none(cluster:
     c.wait_metric("w2", "detemplate_pages_in_total", len(pages))
     c.wait_metric("w2", "detemplate_pages_out_total", len(pages))
     out = outputs_by_input(c, sent)
+    report_counts(c, sent, out)
     assert set(out) == set(sent), f"lost: {sorted(set(sent) - set(out))[:5]}"
     differing = sum(1 for vals in out.values() if len(vals) > 1)
     redecided = c.metric("w2", 'detemplate_pages_order_total{kind="redecided"}')
