@@ -228,16 +228,33 @@ class StreamWorker:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self._log_waits)
 
     def _log_waits(self) -> None:
-        """Where the worker waits: each partition's position, the consumer's flow, every task."""
+        """Where the worker waits: each partition's position, the consumer's flow and its
+        client's fetch positions, every task (diagnostics: private fields of Faust and aiokafka)."""
         consumer = self.app.consumer
+
+        def tps(items: Any) -> list[str]:
+            return sorted(f"{tp.topic}/{tp.partition}" for tp in items or ())
+
+        client: dict[str, object] = {}
+        try:
+            kafka = consumer._thread._ensure_consumer()  # type: ignore[attr-defined]
+            assignment = kafka._subscription.subscription.assignment
+            for tp in kafka.assignment():
+                st = assignment.state_value(tp)
+                client[f"{tp.topic}/{tp.partition}"] = (
+                    st.position if st.has_valid_position else None, st.paused, st.awaiting_reset, st.highwater,
+                )
+        except Exception as exc:  # diagnostics only
+            client["error"] = repr(exc)
         logger.warning(
-            "positions %s waiting %s; consumer flow_active=%s active=%s paused=%s; rebalancing=%s recovery=%s",
+            "positions %s waiting %s; consumer flow_active=%s active=%s paused=%s; rebalancing=%s recovery=%s; "
+            "client (position, paused, awaiting_reset, highwater) %s",
             {tp.partition: n for tp, n in self.progress._next.items()},
             {tp.partition: w.offset for tp, w in self.progress._waits.items()},
             getattr(consumer, "flow_active", "?"),
-            sorted(tp.partition for tp in getattr(consumer, "_active_partitions", None) or ()),
-            sorted(tp.partition for tp in getattr(consumer, "_paused_partitions", None) or ()),
-            self.app.rebalancing, self.app.in_recovery,
+            tps(getattr(consumer, "_active_partitions", None)),
+            tps(getattr(consumer, "_paused_partitions", None)),
+            self.app.rebalancing, self.app.in_recovery, client,
         )
         _log_tasks()
 
