@@ -156,7 +156,20 @@ class Cluster:
             parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}\n{stacks[:20000]}")
         return "\n".join(parts)
 
+    def peak_rss_mb(self, proc: subprocess.Popen[bytes]) -> float | None:
+        """A running worker's peak resident memory so far (Linux' VmHWM), in MB."""
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+        return int(found.group(1)) / 1024 if found else None
+
     def stop(self) -> None:
+        peaks = [f"{p.pid}={mb:.0f}MB" for p in self.procs if p.poll() is None and (mb := self.peak_rss_mb(p))]
+        if peaks:  # for the fault table in docs/stream.md (`pytest -s`)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+            print(f"\nPEAKRSS {test} workers still running at the end: {' '.join(peaks)}")
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
