@@ -151,3 +151,38 @@ def test_outputs_never_exceed_the_limit(limit: int) -> None:
     clean = clean_of(blocks_page(5_000))
     fitted = fit_clean(clean, b"big.example", limits, "pages.raw/0/1")  # type: ignore[arg-type]
     assert fitted.value is not None and limits.fits(b"big.example", fitted.value)
+
+
+def test_every_fitted_output_validates_against_its_schema() -> None:
+    """The lean clean page, the cut text, the cut dead letter, the event without pagelets, and
+    the expiry events validate against schemas/ (docs/fields.md)."""
+    from pathlib import Path
+
+    import jsonschema
+    from detemplate.engine.model import PageletReport, TemplatePagelet
+    from detemplate.state.expiry import Expired, IndexEntry, capped_event, expired_event
+
+    root = Path(__file__).resolve().parents[2] / "schemas"
+
+    def check(name: str, value: bytes) -> None:
+        schema = json.loads((root / name).read_text(encoding="utf-8"))
+        jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(json.loads(value))
+
+    clean = clean_of(blocks_page(8_000))
+    for limit in (1_000_000, 300_000, 65_536):  # whole, without blocks (and links), with its text cut
+        fitted = fit_clean(clean, b"big.example", OutputLimits(limit), "pages.raw/0/1")  # type: ignore[arg-type]
+        assert fitted.value is not None
+        check("clean-page.v1.json", fitted.value)
+    check("dead-letter.v1.json", fit_dead(DeadPage("", "x", "bad_json", "not JSON", "pages.raw/1/9"),
+                                          b"\xff" * 2_000_000, LIMITS)[1])
+    listed = tuple(TemplatePagelet(i, 9, 4, i, i, i + 1, "/html/body/div", "x" * 80) for i in range(32))
+    event = TemplateEvent("template.learned", "big.example", 7, "https://big.example/p",
+                          {"template_segments": 40, "added": 40, "removed": 0, "previous_template_segments": 0,
+                           "table_segments": 60}, PageletReport(60, 32, listed))
+    full = codec.encode_event(event)
+    lean = fit_event(event, b"big.example", OutputLimits(len(full) + RECORD_OVERHEAD_BYTES), "s")
+    assert lean.omitted == ("pagelets",) and lean.value is not None
+    check("template-event.v1.json", lean.value)
+    gone = Expired(IndexEntry("old.example", 10, 1_000, 4_321, 12), "unseen_pages", 500, 3.5)
+    check("template-event.v1.json", codec.encode_event(expired_event(gone)))
+    check("template-event.v1.json", codec.encode_event(capped_event("a.example", 9, "https://a.example/", 5, 150, 150)))
