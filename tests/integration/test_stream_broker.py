@@ -11,10 +11,10 @@ from collections import Counter
 import pytest
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
-from detemplate.io import codec
 from detemplate.state.changelog import StateLayout, record_kind, records_of
 from detemplate.state.expiry import ExpiryPolicy
 from detemplate.stream.kafka_io import fetch_highwaters
+from detemplate.stream.outputs import as_published
 
 from tests.factories import interleave, make_site
 from tests.integration.conftest import (
@@ -51,31 +51,14 @@ def assert_same_as_offline(
         # Duplicates (replayed pages) are allowed but must be identical to the first copy.
         by_url = {json.loads(v)["url"]: v for v in expected}
         for v in got:
-            want = lean_form(v, by_url[json.loads(v)["url"]])
+            want = as_published(by_url[json.loads(v)["url"]], v)
             assert v == want, f"{host}: a clean page differs from the offline run:\n{v[:600]!r}\n{want[:600]!r}"
-        assert first_per_url(got) == [lean_form(g, w) for g, w in zip(first_per_url(got), expected, strict=False)], (
+        assert first_per_url(got) == [as_published(w, g) for g, w in zip(first_per_url(got), expected, strict=False)], (
             f"{host}: clean pages differ from the offline run")
         assert len(first_per_url(got)) == len(expected)
     events = by_host(c.read(c.settings.topic_events))
     for host in ref.clean:
         assert first_unique(events.get(host, [])) == ref.events.get(host, []), f"{host}: events differ"
-
-
-def lean_form(stream: bytes, offline_record: bytes) -> bytes:
-    """The offline record as the worker publishes it when its full form is over the message limit
-    (detemplate.stream.outputs): the fields the stream record omits left out, its text cut alike."""
-    got = json.loads(stream)
-    if "omitted" not in got:
-        return offline_record
-    want = json.loads(offline_record)
-    for name in got["omitted"]:
-        if name != "text":
-            want.pop(name, None)
-    want["omitted"] = got["omitted"]
-    if "text" in got["omitted"]:
-        assert want["text"].startswith(got["text"]) and got["text_chars"] == len(want["text"])
-        want["text"], want["text_chars"] = got["text"], got["text_chars"]
-    return codec.encode(want)
 
 
 def first_unique(values: list[bytes]) -> list[bytes]:

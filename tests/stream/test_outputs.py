@@ -186,3 +186,17 @@ def test_every_fitted_output_validates_against_its_schema() -> None:
     gone = Expired(IndexEntry("old.example", 10, 1_000, 4_321, 12), "unseen_pages", 500, 3.5)
     check("template-event.v1.json", codec.encode_event(expired_event(gone)))
     check("template-event.v1.json", codec.encode_event(capped_event("a.example", 9, "https://a.example/", 5, 150, 150)))
+
+
+def test_as_published_reduces_the_offline_record_the_way_the_worker_did() -> None:
+    from detemplate.stream.outputs import as_published
+
+    clean = clean_of(blocks_page(8_000))
+    full = codec.encode_clean(clean)  # type: ignore[arg-type]
+    for limit in (10_000_000, 300_000, 65_536):
+        fitted = fit_clean(clean, b"big.example", OutputLimits(limit), "pages.raw/0/1")  # type: ignore[arg-type]
+        assert fitted.value is not None
+        assert as_published(full, fitted.value) == fitted.value
+    other = clean_of(blocks_page(7_999))  # another page: its reduced record differs
+    lean = fit_clean(clean, b"big.example", OutputLimits(300_000), "s").value
+    assert lean is not None and as_published(codec.encode_clean(other), lean) != lean  # type: ignore[arg-type]

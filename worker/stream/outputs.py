@@ -138,6 +138,25 @@ def fit_clean(page: CleanPage, key: bytes, limits: OutputLimits, source: str) ->
         return Fitted(None, dead=_unencodable(page.url, page.host, "clean page", exc, source))
 
 
+def as_published(full: bytes, published: bytes) -> bytes:
+    """The full clean record `full` (as `detemplate run` writes it) reduced the way `published`
+    (the worker's record of the same page) was: equal to `published` when the worker decided
+    the page alike. For comparing a lean record with the offline one."""
+    got = json.loads(published)
+    if "omitted" not in got:
+        return full
+    want = json.loads(full)
+    for name in got["omitted"]:
+        if name != "text":
+            want.pop(name, None)
+    want["omitted"] = got["omitted"]
+    if "text" in got["omitted"]:
+        text = want["text"]
+        want["text_chars"] = len(text)
+        want["text"] = text[: len(got["text"])]
+    return codec.encode(want)
+
+
 def fit_event(event: TemplateEvent, key: bytes, limits: OutputLimits, source: str) -> Fitted:
     """The event record that fits: full, or without its pagelet list; else a dead letter."""
     budget = limits.value_budget(key)
