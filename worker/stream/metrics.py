@@ -33,7 +33,9 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     events_total{type}              template events published, by type
     pages_order_total{kind}         replayed (sent again, identical), redecided (no delta: decided
                                     against the current table), deferred (past a gap, waiting for
-                                    the offsets before it), skipped (processed already)
+                                    the offsets before it), skipped (processed already), refetched
+                                    (a partition behind its end that delivered nothing: sought back),
+                                    state_reset (a host's records did not load)
     partitions_waiting              partitions waiting for a missing offset now
     changelog_records_total         state changelog records written (tombstones included)
     hosts_expired_total{reason}     whole hosts dropped: unseen_pages, unseen_time, budget
