@@ -355,24 +355,13 @@ def _ready(log: Path) -> bool:
 
 
 def _metrics(log: Path) -> dict[str, float]:
-    """The worker's Prometheus metrics, from the endpoint its log names."""
+    """The worker's detemplate_* metrics, from the endpoint its log names."""
     import re
-    import urllib.request
+
+    from .soak import scrape
 
     port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace"))
-    if port is None:
-        return {}
-    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            try:
-                out[name] = float(value)
-            except ValueError:
-                continue
-    return out
+    return {} if port is None else scrape(int(port.group(1)), labelled=True)
 
 
 # -- the command ------------------------------------------------------------------------------------

@@ -190,8 +190,9 @@ def wal_bytes(data: Path) -> int:
     return sum(f.stat().st_size for f in data.rglob("*.log") if f.is_file())
 
 
-def scrape(port: int) -> dict[str, float]:
-    """The unlabelled detemplate_* values of the worker's /metrics (loopback)."""
+def scrape(port: int, labelled: bool = False) -> dict[str, float]:
+    """The unlabelled detemplate_* values of the worker's /metrics (loopback); with `labelled`,
+    the labelled series too (their labels in the name)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
@@ -199,8 +200,8 @@ def scrape(port: int) -> dict[str, float]:
         return {}
     out = {}
     for line in text.splitlines():
-        if line.startswith("detemplate_") and "{" not in line:
-            name, _, value = line.partition(" ")
+        if line.startswith("detemplate_") and (labelled or "{" not in line):
+            name, _, value = line.rpartition(" ")
             try:
                 out[name] = float(value)
             except ValueError:
