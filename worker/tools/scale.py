@@ -215,6 +215,7 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
 
 def stream(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float, partitions: int,
            failover: bool) -> dict[str, Any]:
+    from ..state.changelog import host_of
     from ..stream.kafka_io import consume, encode_raw, produce_raw
     from .bench_stream import Run, _collect, _last_restore_s
     from .broker import LocalBroker
@@ -256,11 +257,16 @@ def stream(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float, partitions
         for r in state:
             latest[r.key or b""] = r.value
         kept = {k: v for k, v in latest.items() if v is not None}
+        # The hosts and bytes a restore gets: the compacted changelog (the worker's own gauges are
+        # from its last sweep, which runs between messages: the crawl's last hosts come after it).
+        live_hosts = {h for k in kept if (h := host_of(k)) is not None}
         figures.update(
             pages=len(crawl), seconds=round(wall, 1), pages_per_s=round(len(crawl) / wall, 1),
-            hosts_live=int(last.get("detemplate_hosts_in_store", 0)),
+            hosts_live=len(live_hosts),
             hosts_expired=int(sum(v for k, v in last.items() if k.startswith("detemplate_hosts_expired_total"))),
-            state_bytes_live=int(last.get("detemplate_state_bytes", 0)),
+            state_bytes_live=sum(len(k) + len(v) for k, v in kept.items()),
+            worker_hosts_gauge=int(last.get("detemplate_hosts_in_store", 0)),
+            worker_state_bytes_gauge=int(last.get("detemplate_state_bytes", 0)),
             changelog_records=len(state), changelog_mb=round(sum(len(r.key or b"") + len(r.value or b"")
                                                                  for r in state) / 1e6, 2),
             changelog_compacted_records=len(kept),
