@@ -47,3 +47,18 @@ def test_pages_are_decided_with_a_template_learned() -> None:
     assert shape.sizes()[biggest] >= 10 and clean.template_chars > 0  # the host's template was learned
     assert "Copyright" not in clean.text and "Article" in clean.text
     assert page(1, 2).url == "https://h1.scale.example/a/2.html"
+
+
+def test_capacity_plan_follows_the_measured_costs() -> None:
+    from detemplate.tools.scale import Measured, capacity_plan
+
+    m = Measured()
+    small, large = capacity_plan(3e9, 1e7, m), capacity_plan(3e9, 5e7, m)
+    assert small["mean_pages_per_host"] == 300.0 and large["mean_pages_per_host"] == 60.0
+    assert small["pages_per_s_mean"] == 1157 and small["workers"] == large["workers"] >= 1
+    assert large["state_gb"] > small["state_gb"] and large["partitions"] > small["partitions"]
+    for plan in (small, large):  # partitions chosen so one restores within the target
+        assert plan["restore_s_per_partition"] <= 300 and plan["partitions"] % 16 == 0
+        assert plan["partitions"] >= 4 * plan["workers"]
+    slower = capacity_plan(3e9, 1e7, Measured(worker_cpu_ms_per_page=8.0))
+    assert slower["workers"] > small["workers"]

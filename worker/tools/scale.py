@@ -370,6 +370,69 @@ def _metrics(log: Path) -> dict[str, float]:
     return {} if port is None else scrape(int(port.group(1)), labelled=True)
 
 
+# -- the capacity plan ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """Per-page and per-record costs measured on this machine (docs/scale.md, docs/stream.md)."""
+
+    worker_cpu_ms_per_page: float = 3.97  # bench-stream on ../shared/crawl (real documentation sites)
+    delta_bytes: float = 1266.0  # the same run: a delta record, key and value
+    snapshot_bytes: float = 20_000.0  # a host's table serialised (9-56 KB measured on the corpora's sites)
+    index_bytes: float = 100.0  # a host's index entry, key and value
+    changelog_bytes_per_page: float = 1308.0  # written (before compaction)
+    restore_records_per_s: float = 4000.0  # Faust reading a changelog into RocksDB (bench-scale)
+    failover_standby_s: float = 14.7  # SIGKILL to pages again, with a standby (6 s session)
+    failover_overhead_s: float = 11.0  # the same without a standby, less its restore
+
+
+def capacity_plan(pages_month: float, hosts_month: float, m: Measured, snapshot_every: int = 64,
+                  peak: float = 2.0, headroom: float = 1.5, max_host_pages: int = 1_000_000,
+                  restore_target_s: float = 300.0) -> dict[str, float]:
+    """Partitions, workers, disk and changelog for a crawl, from the measured costs.
+
+    Host sizes follow a power law P(n >= k) = k^-a, its exponent chosen so that the mean is
+    pages_month / hosts_month (a host of more than max_host_pages is cut there). A host holds
+    min(n, 2K) deltas, a snapshot from its K-th page (two from its 2K-th) and an index entry."""
+    import numpy as np
+
+    mean = pages_month / hosts_month
+    rng = np.random.default_rng(0)
+    u = 1.0 - rng.random(1_000_000)
+    lo, hi = 0.2, 3.0
+    for _ in range(60):  # the exponent whose capped mean is `mean` (the mean falls as it grows)
+        a = (lo + hi) / 2
+        n = np.minimum(max_host_pages, np.floor(u ** (-1.0 / a)))
+        lo, hi = (a, hi) if n.mean() > mean else (lo, a)
+    k2 = 2 * snapshot_every
+    snaps = (n >= snapshot_every).astype(float) + (n >= k2)
+    records = np.minimum(n, k2) + snaps + 1
+    state = np.minimum(n, k2) * m.delta_bytes + snaps * m.snapshot_bytes + m.index_bytes
+    rate = pages_month / (30 * 86400)
+    cores = rate * peak * m.worker_cpu_ms_per_page / 1000 * headroom
+    workers = int(np.ceil(cores))
+    state_total = float(state.mean()) * hosts_month
+    records_total = float(records.mean()) * hosts_month
+    # Partitions: 4 per worker at least (room to add workers), and enough that one partition
+    # restores from its changelog within `restore_target_s`; a multiple of 16.
+    need = max(4 * workers, records_total / (restore_target_s * m.restore_records_per_s))
+    partitions = int(16 * np.ceil(need / 16))
+    restore_s = records_total / partitions / m.restore_records_per_s
+    return {
+        "exponent": round(float(a), 3), "mean_pages_per_host": round(float(n.mean()), 1),
+        "hosts_over_2k_pages_share": round(float((n >= k2).mean()), 4),
+        "pages_per_s_mean": round(rate), "pages_per_s_peak": round(rate * peak), "cores": round(cores, 1),
+        "workers": workers, "partitions": partitions,
+        "state_gb": round(state_total / 1e9, 1), "state_bytes_per_host": round(state_total / hosts_month),
+        "state_gb_per_partition": round(state_total / partitions / 1e9, 2),
+        "changelog_records_compacted": round(records_total), "changelog_written_tb_month":
+            round(pages_month * m.changelog_bytes_per_page / 1e12, 2),
+        "restore_s_per_partition": round(restore_s), "failover_standby_s": m.failover_standby_s,
+        "failover_no_standby_s": round(m.failover_overhead_s + restore_s),
+    }
+
+
 # -- the command ------------------------------------------------------------------------------------
 
 
@@ -391,10 +454,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--skip", choices=("offline", "stream"), action="append", default=[])
     p.add_argument("--failover", action="store_true", help="also time a failover with and without a standby")
     p.add_argument("--out", default="scale-bench", help="folder for figures.json, samples.csv and scale.png")
+    p.add_argument("--plan", nargs=2, type=float, metavar=("PAGES_A_MONTH", "HOSTS"),
+                   help="only print the capacity plan for a crawl of this size, from the measured costs")
     p.set_defaults(func=_main)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.plan:
+        print(json.dumps(capacity_plan(args.plan[0], args.plan[1], Measured()), indent=1))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
