@@ -270,7 +270,9 @@ def test_rebalance_mid_stream_a_worker_joins_then_one_leaves(cluster: Cluster) -
     the partitions move to w2, which recovers their state from the changelog), then w1 leaves
     by SIGTERM (w2 takes everything over), while pages keep coming."""
     c = cluster
-    pages = crawl(150, per_partition=2)  # up to 1,200 pages, 8 hosts; the test stops sending well before
+    # Up to 4,000 pages, 8 hosts (160 s at 25 a second): the test stops sending well before, even
+    # on a loaded machine where the join and the takeover are slow (1,200 ran out once, 1 run in 6).
+    pages = crawl(500, per_partition=2)
     trickle = c.trickle([page_message(p) for p in pages], per_s=25)
     w1 = c.start_worker("w1")
     c.wait_for(c.settings.topic_clean, lambda rs: len(rs) >= 40)
