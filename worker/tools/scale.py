@@ -382,7 +382,7 @@ class Measured:
     snapshot_bytes: float = 20_000.0  # a host's table serialised (9-56 KB measured on the corpora's sites)
     index_bytes: float = 100.0  # a host's index entry, key and value
     changelog_bytes_per_page: float = 1308.0  # written (before compaction)
-    restore_records_per_s: float = 4000.0  # Faust reading a changelog into RocksDB (bench-scale)
+    restore_records_per_s: float = 1900.0  # Faust reading a changelog into RocksDB (bench-scale: 1,870-3,970)
     failover_standby_s: float = 14.7  # SIGKILL to pages again, with a standby (6 s session)
     failover_overhead_s: float = 11.0  # the same without a standby, less its restore
 
