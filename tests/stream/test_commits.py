@@ -54,3 +54,25 @@ def test_partitions_are_independent_and_forgotten_on_rebalance() -> None:
     assert (p.commit_offset("a"), p.commit_offset("b")) == (1, 101)
     p.forget()
     assert not p.started("a") and p.commit_offset("b") is None
+
+
+def test_read_offsets_are_kept_for_every_topic_but_the_ordered_ones() -> None:
+    """Faust drops a fetched record below its read offset; for pages.raw, read in offset order
+    by the worker, it keeps none, so records fetched again after a seek back are handed out."""
+    from collections import namedtuple
+
+    from detemplate.stream.commits import ReadOffsets
+
+    TP = namedtuple("TP", "topic partition")
+    ordered = {"pages.raw"}
+    offsets = ReadOffsets(lambda tp: tp.topic in ordered)
+    raw, state = TP("pages.raw", 0), TP("detemplate.state", 0)
+    assert offsets[raw] is None and offsets[state] is None  # never read: None, as Faust's defaultdict
+    offsets[raw] = 80
+    offsets[state] = 46
+    assert offsets[raw] is None and offsets[state] == 46
+    get = offsets.__getitem__  # what Faust's fetch loop binds once
+    offsets.update({raw: 12})  # perform_seek's update
+    assert get(raw) is None and get(state) == 46
+    offsets.pop(state)
+    assert get(state) is None

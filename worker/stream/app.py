@@ -92,6 +92,7 @@ class DetemplateApp(faust.App):
     def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
         self.tansu = tansu  # read when Faust first builds its transport, after __init__
         self.progress = Progress()  # read by the consumer's commits (detemplate.stream.commits)
+        self.ordered_topics: set[str] = set()  # topics read in offset order by the worker (commits.ReadOffsets)
         super().__init__(*args, **kwargs)
 
     def _new_transport(self) -> Any:
@@ -197,6 +198,7 @@ class StreamWorker:
             )
 
         self.raw_topic = topic(settings.topic_raw, settings.partitions)
+        app.ordered_topics.add(settings.topic_raw)
         self.clean_topic = topic(settings.topic_clean, settings.out_partitions)
         self.events_topic = topic(settings.topic_events, settings.out_partitions)
         self.dead_topic = topic(settings.topic_dead, settings.out_partitions)

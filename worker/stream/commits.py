@@ -121,8 +121,37 @@ class Progress:
         return len(self._waits)
 
 
+class ReadOffsets(dict[Any, Any]):
+    """Faust's per-partition read offsets, kept for every topic but the ones the worker reads
+    in offset order itself (`ordered(tp)`), for which it has none.
+
+    Faust drops every fetched record below its read offset of the partition. When the worker
+    seeks a partition back to an offset it has not processed, the rest of the batch Faust is
+    still handing out moves that read offset past the seek again, so the records fetched again
+    are dropped: while new messages kept coming, every seek back was undone, the missing offsets
+    never came, and after HOLD_S they were taken for a hole (pages lost, seen in a rebalance test
+    under load). Without a read offset Faust hands out every record it fetched; `Progress`
+    skips the ones processed already (Position.AGAIN)."""
+
+    def __init__(self, ordered: Any) -> None:
+        super().__init__()
+        self._ordered = ordered
+
+    def __getitem__(self, tp: Any) -> Any:
+        return None if self._ordered(tp) else self.get(tp)  # None for a partition never read, as Faust's
+
+    def __setitem__(self, tp: Any, offset: Any) -> None:
+        if not self._ordered(tp):
+            super().__setitem__(tp, offset)
+
+
 class SafeCommitConsumer(Consumer):
     """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ordered: set[str] = getattr(self.app, "ordered_topics", set())
+        self._read_offset = ReadOffsets(lambda tp: tp.topic in ordered)
 
     async def start_offset(self, tp: Any) -> int | None:
         """Where `tp` starts for the group: its committed offset, asked of the group coordinator
