@@ -65,7 +65,7 @@ def test_read_offsets_are_kept_for_every_topic_but_the_ordered_ones() -> None:
 
     TP = namedtuple("TP", "topic partition")
     ordered = {"pages.raw"}
-    offsets = ReadOffsets(lambda tp: tp.topic in ordered)
+    offsets = ReadOffsets(lambda tp: tp.topic in ordered)  # always transparent here; the worker: while waiting
     raw, state = TP("pages.raw", 0), TP("detemplate.state", 0)
     assert offsets[raw] is None and offsets[state] is None  # never read: None, as Faust's defaultdict
     offsets[raw] = 80
@@ -76,3 +76,20 @@ def test_read_offsets_are_kept_for_every_topic_but_the_ordered_ones() -> None:
     assert get(raw) is None and get(state) == 46
     offsets.pop(state)
     assert get(state) is None
+
+
+def test_a_partition_is_transparent_only_while_it_waits_for_a_missing_offset() -> None:
+    from detemplate.stream.commits import Progress, ReadOffsets
+
+    progress = Progress()
+    offsets = ReadOffsets(lambda tp: progress.is_waiting(tp))
+    progress.start("p0", 40)
+    offsets["p0"] = 39
+    assert offsets["p0"] == 39 and not progress.is_waiting("p0")
+    progress.wait("p0", 0.0)  # offset 65 came, 40 did not: the worker seeks back to 40
+    assert progress.is_waiting("p0") and offsets["p0"] is None
+    offsets["p0"] = 80  # the rest of Faust's batch: not kept, so 40.. fetched again are handed out
+    progress.done("p0", 40)
+    assert not progress.is_waiting("p0") and offsets["p0"] is None  # 41.. too, until one is read again
+    offsets["p0"] = 41
+    assert offsets["p0"] == 41
