@@ -8,7 +8,7 @@
 # sources. CI runs the same deploy/build.sh into a fresh virtualenv (tests/test_image_recipe.py).
 #
 #   docker build -t detemplate:0.1.0 .
-#   docker run --rm -e DETEMPLATE_BROKER=kafka://kafka:9092 -p 9100:9100 detemplate:0.1.0
+#   docker run --rm -e DETEMPLATE_BROKER=kafka://kafka:9092 -p 8780:8780 detemplate:0.1.0
 
 ARG PYTHON_VERSION=3.11
 
@@ -50,11 +50,11 @@ WORKDIR /var/lib/detemplate
 # Kubernetes), so a restarted worker replays only the changelog records written since.
 VOLUME ["/var/lib/detemplate"]
 # /metrics (Prometheus), /healthz (liveness), /readyz (readiness): worker/stream/metrics.py.
-EXPOSE 9100
+EXPOSE 8780
 # The slim image has no curl: Python asks the liveness endpoint. It fails when the
 # worker's event loop has stopped beating (see docs/deploy.md).
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('DETEMPLATE_METRICS_PORT', '9100'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
+    CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('DETEMPLATE_METRICS_PORT', '8780'); sys.exit(urllib.request.urlopen(f'http://127.0.0.1:{port}/healthz', timeout=4).status != 200)"]
 # Exec form: detemplate is PID 1 itself (no shell in between), so the SIGTERM of `docker
 # stop` or Kubernetes reaches the worker, which leaves the consumer group and commits.
 ENTRYPOINT ["detemplate"]

@@ -8,10 +8,12 @@ walk ran).
 """
 
 import re
+import sys
 from pathlib import Path
 
 from Cython.Build import cythonize
 from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 # The compiled walk's ABI is written once, in worker/engine/page/abi.py; the extension gets
 # it as a C macro, so a build always says which source it was made from.
@@ -32,8 +34,36 @@ extensions = [
     )
 ]
 
+
+
+# cythonize returns new Extension objects without `optional`: the optional ones by name.
+OPTIONAL = {e.name for e in extensions if e.optional}
+
+
+class OptionalBuildExt(build_ext):
+    """Builds the compiled walk when a C compiler works, and else leaves it out with a warning.
+
+    setuptools' own `optional=True` never applied: cythonize's Extension objects leave it out,
+    so an install without a compiler (no gcc or cc on PATH, CC naming a missing program)
+    failed."""
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # any failure to compile or link: the Python walk runs instead
+            if ext.name not in OPTIONAL:
+                raise
+            print(
+                f"WARNING: the compiled page walk ({ext.name}) was not built ({exc}); detemplate installs "
+                "without it and runs the Python walk (same results, slower). Install a C compiler and "
+                "reinstall for the compiled one.",
+                file=sys.stderr,
+            )
+
+
 setup(
     package_dir={"detemplate": "worker"},
     packages=PACKAGES,
     ext_modules=cythonize(extensions, language_level=3, quiet=True),
+    cmdclass={"build_ext": OptionalBuildExt},
 )

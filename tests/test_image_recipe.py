@@ -35,7 +35,7 @@ SETTING_NAMES = {
     for kind in (settings_mod.StreamSettings, settings_mod.WalkSettings)
     for f in fields(kind)
 }
-METRICS_PORT = 9100
+METRICS_PORT = 8780
 
 
 # -- the Dockerfile ----------------------------------------------------------------------------

@@ -263,6 +263,10 @@ def test_jobs_that_cannot_work_are_refused_or_one() -> None:
     for asked, inputs in ((2, ["-"]), (0, ["a.jsonl"])):
         with pytest.raises(ConfigError):
             resolve_jobs(asked, inputs)
+    # Whole-host expiry counts the state's pages across hosts: one job, or a refusal.
+    assert resolve_jobs(None, ["a.jsonl"], host_expiry=True) == 1
+    with pytest.raises(ConfigError, match="expiry"):
+        resolve_jobs(2, ["a.jsonl"], host_expiry=True)
 
 
 def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,3 +71,11 @@ def test_a_command_refuses_to_start_without_the_compiled_walk_when_it_is_require
     assert out.returncode == 2
     said = "DETEMPLATE_REQUIRE_COMPILED is set, but the page walk is python (DETEMPLATE_PURE_PYTHON is set)"
     assert said in out.stderr
+
+
+def test_the_worker_and_run_bound_tables_alike() -> None:
+    from detemplate.settings import StreamSettings
+    from detemplate.state.expiry import DEFAULT_MAX_TABLE_ENTRIES
+
+    # settings.py may not import the state layer: the default is written twice, and held equal here.
+    assert StreamSettings().max_table_entries == DEFAULT_MAX_TABLE_ENTRIES

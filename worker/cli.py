@@ -32,14 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     # Each command registers itself from the module that owns its concern.
     from . import offline
     from .stream import commands as stream_cmd
-    from .tools import bench, bench_stream, broker, cluster_cmd, evaluate, pagelet_cmd, samples, show, soak
+    from .tools import bench, bench_stream, broker, cluster_cmd, evaluate, pagelet_cmd, samples, scale, show, soak
     from .tools import train_cmd as pagelevel_cmd
 
     # In the order `detemplate --help` lists them.
     for register in (
         offline.register, samples.register, evaluate.register, bench.register, show.register,
         stream_cmd.register_worker, broker.register, stream_cmd.register_clients, bench_stream.register,
-        soak.register, pagelet_cmd.register, cluster_cmd.register, pagelevel_cmd.register,
+        soak.register, scale.register, pagelet_cmd.register, cluster_cmd.register, pagelevel_cmd.register,
     ):
         register(sub)
     return parser

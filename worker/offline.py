@@ -24,11 +24,12 @@ from typing import IO
 from . import parallel
 from .engine import page
 from .engine.errors import BadInputError, ConfigError, DetemplateError
-from .engine.model import DeadPage, RawPage
+from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, add_param_argument, with_overrides
 from .engine.pipeline import process_page
 from .io import codec
 from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
+from .state import expiry
 from .state.base import SegmentStore
 from .state.memory import MemoryStore
 
@@ -101,6 +102,13 @@ def run_pages(
         assert out is not None, "run_pages writes to `writer` or, as JSONL, to `out`"
         writer = JsonlWriter(out, OutputOptions())
     started = time.perf_counter()
+
+    def write_events(events: Iterable[TemplateEvent]) -> None:
+        for event in events:
+            summary.events[event.type] += 1
+            if events_out is not None:
+                events_out.write(codec.encode_event(event) + b"\n")
+
     try:
         for item in pages:
             summary.pages += 1
@@ -129,15 +137,16 @@ def run_pages(
                 summary.chars += block.chars
                 if block.verdict == "template":
                     summary.template_chars += block.chars
-            for event in outcome.events:
-                summary.events[event.type] += 1
-                if events_out is not None:
-                    events_out.write(codec.encode_event(event) + b"\n")
+            write_events((*outcome.events, *store.take_events()))  # a bounded table's event after the page's
             if summary.pages % FLUSH_EVERY_PAGES == 0:
                 store.flush()
+                store.expire()  # whole hosts unseen too long, or over the budget (state/expiry.py)
+                write_events(store.take_events())
     finally:
         summary.seconds += time.perf_counter() - started
         summary.markdown_fallbacks = writer.fallbacks
+        store.expire(force=True)
+        write_events(store.take_events())
         store.flush()
     return summary
 
@@ -158,9 +167,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         params = with_overrides(EngineParams(), args.param)
         fmt = format_for(args.output, args.format)
+        policy = expiry.policy_from_args(args)
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
-        jobs = parallel.resolve_jobs(args.jobs, args.inputs)
+        jobs = parallel.resolve_jobs(args.jobs, args.inputs, policy.expires)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -170,9 +180,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.state:
                 from .state.rocks import RocksStore
 
-                store: SegmentStore = RocksStore(args.state, params.table)
+                store: SegmentStore = RocksStore(args.state, params.table, policy=policy)
             else:
-                store = MemoryStore()
+                store = MemoryStore(policy)
             stack.callback(store.close)
             # WET writes a gzip member a record itself; Parquet compresses itself.
             own_gzip = fmt == "wet" and args.output.lower().endswith(".gz")
@@ -183,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
                     spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
-                                            events_out is not None, args.state)
+                                            events_out is not None, args.state, policy)
                     parallel.run_jobs(spec, store, writer, events_out, summary, total)
                 else:
                     run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
@@ -251,8 +261,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         metavar="N",
         help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
-        "cores; one for standard input, which refuses more)",
+        "cores; one for standard input and with host expiry, which refuse more)",
     )
+    expiry.add_arguments(p)
     add_param_argument(
         p,
         "override an algorithm parameter, e.g. table.tb=50 or segment.path_mode=tag_class (repeatable)",

@@ -55,12 +55,13 @@ from typing import IO, TYPE_CHECKING, Any
 from xxhash import xxh3_64_intdigest
 
 from .engine.errors import ConfigError, DetemplateError, StateError
-from .engine.model import DeadPage, RawPage
+from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, TableParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import iter_inputs
 from .state.base import SegmentStore
+from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
 
 # RocksStore's layout (state/rocks.py), read here (read-only), never written: one place defines it.
@@ -98,11 +99,15 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
-def resolve_jobs(asked: int | None, inputs: Sequence[str]) -> int:
+def resolve_jobs(asked: int | None, inputs: Sequence[str], host_expiry: bool = False) -> int:
     """The number of processes for a run: `asked`, else the cores (one where only one can work)."""
     one_reason = None
     if STDIN in inputs:
         one_reason = "standard input (-) can be read only once, not by every job"
+    elif host_expiry:
+        # Whole-host expiry counts the state's pages in input order across all hosts; jobs
+        # each see their own hosts' pages only, and would expire other hosts than one job.
+        one_reason = "whole-host expiry (--host-ttl-pages, --host-ttl-days, --state-budget-mb) runs in one job"
     if asked is None:
         return 1 if one_reason else default_jobs()
     if asked < 1:
@@ -140,6 +145,7 @@ class JobSpec:
     with_html: bool = False
     events: bool = False
     state: str | None = None
+    policy: ExpiryPolicy | None = None  # the table bound (max_table_entries) each job's store applies
     feed: bool = True  # the parent reads the input once and hands each job its pages; False: every job reads it
 
 
@@ -257,6 +263,12 @@ class _LayeredStore:
     def flush(self) -> None:
         self.own.flush()
 
+    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
+        self.own.expire(now_ms, force)
+
+    def take_events(self) -> list[TemplateEvent]:
+        return self.own.take_events()
+
     def close(self) -> None:
         self.own.close()
         if self.base is not None:
@@ -270,8 +282,8 @@ def _paths(work: Path, index: int) -> tuple[Path, Path, Path]:
 
 def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
     if spec.state is None:
-        return MemoryStore()
-    return RocksStore(_paths(work, index)[2], spec.params.table)
+        return MemoryStore(spec.policy)
+    return RocksStore(_paths(work, index)[2], spec.params.table, policy=spec.policy)
 
 
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)

@@ -55,7 +55,26 @@ class StreamSettings:
     cache_hosts: live tables kept in memory (least recently used first out); a host whose
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
     metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (detemplate.stream.metrics);
-        port 0 picks a free port, -1 runs no server.
+        port 0 picks a free port, -1 runs no server. 8780 is outside the Prometheus exporters'
+        range (9100-9999, all allocated; 9100 is node_exporter's), as Prometheus advises for an
+        application's own metrics (docs/deploy.md, "Metrics").
+    max_message_bytes: the largest message the worker sends (key, value and record overhead):
+        every output is sized against it first and made smaller, never dropped
+        (detemplate.stream.outputs), and state records over it are split into parts. Keep it
+        at most the brokers' message.max.bytes (the topics' max.message.bytes); it is also the
+        producer's max.request.size.
+    host_ttl_pages / host_ttl_s: drop a host unseen for this many messages of its input
+        partition / seconds (0: never), with tombstones on the changelog (state/expiry.py).
+    state_budget_bytes: keep this worker's state under this many bytes, the least recently
+        seen hosts dropped first (0: no budget).
+    max_table_entries: bound one host's table to this many entries (a pathological host), the
+        least recently seen dropped; the same default as `run` (state/expiry.py).
+    expiry_sweep_s: how often the worker looks for hosts to drop (a scan of its hosts' index
+        entries, between two messages).
+    commit_before_snapshot: commit the input offsets before a snapshot replaces a host's older
+        one, so that no page that snapshot covered is read again (docs/stream.md). Off only to
+        test what a crash in that window does: such a page is then decided against the current
+        table (a duplicate that may differ), never lost.
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
 
@@ -100,7 +119,14 @@ class StreamSettings:
     max_fetch_bytes: int = 8 * 1024 * 1024
     cache_hosts: int = 4096
     metrics_host: str = "0.0.0.0"
-    metrics_port: int = 9100
+    metrics_port: int = 8780
+    max_message_bytes: int = 1_000_000
+    host_ttl_pages: int = 0
+    host_ttl_s: float = 0.0
+    state_budget_bytes: int = 0
+    max_table_entries: int = 200_000  # = state.expiry.DEFAULT_MAX_TABLE_ENTRIES (tests/test_settings.py)
+    expiry_sweep_s: float = 60.0
+    commit_before_snapshot: bool = True
     params: str = ""
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
@@ -125,6 +151,14 @@ class StreamSettings:
             raise ConfigError(f"compression must be lz4, zstd, snappy, gzip or empty, not {self.compression!r}")
         if self.standby_replicas < 0:
             raise ConfigError("standby_replicas must not be negative")
+        if self.max_message_bytes < 65_536:
+            raise ConfigError(f"max_message_bytes must be at least 65536, not {self.max_message_bytes}")
+        if min(self.host_ttl_pages, self.host_ttl_s, self.state_budget_bytes, self.max_table_entries) < 0:
+            raise ConfigError(
+                "host_ttl_pages, host_ttl_s, state_budget_bytes and max_table_entries must not be negative"
+            )
+        if self.expiry_sweep_s <= 0:
+            raise ConfigError("expiry_sweep_s must be positive")
         self.engine_params()  # fail early on a bad override
         names = [self.topic_raw, self.topic_clean, self.topic_events, self.topic_dead, self.topic_state]
         if len(set(names)) != len(names):

@@ -32,6 +32,7 @@ from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import process_page
 from detemplate.io import codec
 from detemplate.settings import StreamSettings, env_for
+from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
 from detemplate.stream.kafka_io import Record, consume, encode_raw, produce_raw, producer
 from detemplate.tools.broker import LocalBroker, S3rver, install_s3rver, s3rver_missing
@@ -76,15 +77,30 @@ class Cluster:
         path = self.tmp / f"{name}.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def metric(self, name: str, metric: str) -> float:
-        """One value of a worker's Prometheus endpoint, e.g. ``detemplate_pages_out_total``."""
+    def metric(self, name: str, metric: str, default: float | None = None) -> float:
+        """One value of a worker's Prometheus endpoint, e.g. ``detemplate_pages_out_total``
+        (`default` for a labelled series not counted yet)."""
         port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", self.log(name))
         assert port is not None, f"{name} has no metrics endpoint in its log"
         with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
             text = resp.read().decode()
         found = re.search(rf"^{re.escape(metric)} (\S+)$", text, re.MULTILINE)
+        if found is None and default is not None:
+            return default
         assert found is not None, f"{metric} not in {name}'s metrics"
         return float(found.group(1))
+
+    def wait_metric(self, name: str, metric: str, at_least: float, timeout_s: float = 90.0) -> float:
+        """Poll a worker's metric until it reaches `at_least` (0 while its endpoint is not up yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            up = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", self.log(name))
+            value = self.metric(name, metric) if up else 0.0
+            if value >= at_least:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name}: {metric} = {value} < {at_least} after {timeout_s} s\n{self.logs_tail()}")
+            time.sleep(0.01)
 
     def produce_pages(self, pages: list[RawPage]) -> None:
         run(produce_raw(self.bootstrap, self.settings.topic_raw, ((p.host.encode(), encode_raw(p)) for p in pages)))
@@ -105,7 +121,7 @@ class Cluster:
 
     def read(self, topic: str) -> list[Record]:
         """Every record of `topic` up to its end now."""
-        return run(consume(self.bootstrap, topic, tansu=True))
+        return run(consume(self.bootstrap, topic)).records
 
     def wait_for(self, topic: str, done: object, timeout_s: float = 120.0) -> list[Record]:
         """Read `topic` until `done(records)` holds; fail with the worker logs after `timeout_s`."""
@@ -125,15 +141,35 @@ class Cluster:
             time.sleep(0.5)
 
     def logs_tail(self) -> str:
-        """The end of every log of the test, and each worker's assignments and stats lines."""
+        """The end of every log of the test, and each worker's assignments and stats lines; a
+        live worker first logs where each of its tasks waits (SIGUSR1), for a test that timed out."""
+        live = [p for p in self.procs if p.poll() is None]
+        for proc in live:
+            proc.send_signal(signal.SIGUSR1)
+        if live:
+            time.sleep(1.0)  # a failure path only: time for the workers to write their stacks
         parts = []
         for p in sorted(self.tmp.glob("*.log")):
             text = p.read_text(errors="replace")
             marks = [line for line in text.splitlines() if "assigned partitions=" in line or "WorkerStats(" in line]
-            parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}")
+            stacks = text[text.rfind("tasks and threads:"):] if "tasks and threads:" in text else ""
+            parts.append(f"--- {p.name}\n" + "\n".join(marks[-12:]) + f"\n...\n{text[-4000:]}\n{stacks[:20000]}")
         return "\n".join(parts)
 
+    def peak_rss_mb(self, proc: subprocess.Popen[bytes]) -> float | None:
+        """A running worker's peak resident memory so far (Linux' VmHWM), in MB."""
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except OSError:
+            return None
+        found = re.search(r"^VmHWM:\s+(\d+) kB", status, re.MULTILINE)
+        return int(found.group(1)) / 1024 if found else None
+
     def stop(self) -> None:
+        peaks = [f"{p.pid}={mb:.0f}MB" for p in self.procs if p.poll() is None and (mb := self.peak_rss_mb(p))]
+        if peaks:  # for the fault table in docs/stream.md (`pytest -s`)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+            print(f"\nPEAKRSS {test} workers still running at the end: {' '.join(peaks)}")
         for proc in self.procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -237,6 +273,58 @@ def worker_settings(broker: LocalBroker) -> StreamSettings:
     )
 
 
+def outputs_by_input(c: Cluster, sent: dict[Position, Message]) -> dict[Position, set[bytes]]:
+    """The distinct clean pages and dead letters downstream, by the pages.raw position they came from.
+
+    A dead letter names its input (`source` = pages.raw/PARTITION/OFFSET); a clean page is
+    traced by its URL, which is unique among the inputs of these tests.
+    """
+    position_of_url: dict[str, Position] = {}
+    for pos, (_, value) in sent.items():
+        try:
+            url = json.loads(value or b"").get("url")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(url, str):
+            assert url not in position_of_url, f"test input: {url} sent twice"
+            position_of_url[url] = pos
+    out: dict[Position, set[bytes]] = defaultdict(set)
+    for r in c.read(c.settings.topic_clean):
+        assert r.value is not None
+        url = json.loads(r.value)["url"]
+        assert url in position_of_url, f"a clean page that no input asked for: {url}"
+        out[position_of_url[url]].add(r.value)
+    prefix = f"{c.settings.topic_raw}/"
+    for r in c.read(c.settings.topic_dead):
+        assert r.value is not None
+        source = json.loads(r.value)["source"]
+        assert source.startswith(prefix), f"a dead letter that names no input: {source}"
+        partition, offset = source[len(prefix):].split("/")
+        out[(int(partition), int(offset))].add(r.value)
+    return out
+
+
+def assert_each_input_once(c: Cluster, sent: dict[Position, Message]) -> dict[Position, bytes]:
+    """Every input offset has exactly one distinct output (clean page or dead letter); nothing else came out."""
+    out = outputs_by_input(c, sent)
+    missing = sorted(set(sent) - set(out))
+    report_counts(c, sent, out)
+    assert not missing, f"{len(missing)} inputs with no output, e.g. {missing[:5]}"
+    assert set(out) == set(sent), f"outputs for positions nobody sent: {sorted(set(out) - set(sent))[:5]}"
+    differing = {pos: vals for pos, vals in out.items() if len(vals) != 1}
+    assert not differing, f"{len(differing)} inputs with differing outputs, e.g. {next(iter(differing.items()))}"
+    return {pos: next(iter(vals)) for pos, vals in out.items()}
+
+
+def report_counts(c: Cluster, sent: dict[Position, Message], out: dict[Position, set[bytes]]) -> None:
+    """One line for the fault loops (`pytest -s`): inputs sent, outputs, inputs without one, copies."""
+    total = len(c.read(c.settings.topic_clean)) + len(c.read(c.settings.topic_dead))
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+    print(f"\nLOOPCOUNT {test} sent={len(sent)} out={total} inputs_out={len(set(out) & set(sent))} "
+          f"lost={len(set(sent) - set(out))} duplicates={total - sum(len(v) for v in out.values())} "
+          f"differing={sum(1 for v in out.values() if len(v) > 1)}")
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     broker = LocalBroker(log_path=tmp_path / "broker.log").start()
@@ -286,16 +374,17 @@ class Offline:
     store: MemoryStore
 
 
-def offline(pages: list[RawPage], params: EngineParams | None = None) -> Offline:
+def offline(pages: list[RawPage], params: EngineParams | None = None, policy: ExpiryPolicy | None = None) -> Offline:
+    """`detemplate run` on the pages (its state events, such as a bounded table's, after each page's own)."""
     params = params or EngineParams()
-    store = MemoryStore()
+    store = MemoryStore(policy)
     clean: dict[str, list[bytes]] = defaultdict(list)
     events: dict[str, list[bytes]] = defaultdict(list)
     for page in pages:
         outcome = process_page(page, store, params)
         assert outcome.clean is not None
         clean[page.host].append(codec.encode_clean(outcome.clean))
-        events[page.host].extend(codec.encode_event(e) for e in outcome.events)
+        events[page.host].extend(codec.encode_event(e) for e in (*outcome.events, *store.take_events()))
     return Offline(dict(clean), dict(events), store)
 
 

@@ -11,11 +11,22 @@ from collections import Counter
 import pytest
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
-from detemplate.state.changelog import StateLayout
-from detemplate.stream.tansu import fetch_highwaters
+from detemplate.state.changelog import StateLayout, record_kind, records_of
+from detemplate.state.expiry import ExpiryPolicy
+from detemplate.stream.kafka_io import fetch_highwaters
+from detemplate.stream.outputs import as_published
 
 from tests.factories import interleave, make_site
-from tests.integration.conftest import PARTITIONS, Cluster, by_host, first_per_url, offline, run
+from tests.integration.conftest import (
+    PARTITIONS,
+    Cluster,
+    assert_each_input_once,
+    by_host,
+    first_per_url,
+    offline,
+    page_message,
+    run,
+)
 
 pytestmark = pytest.mark.broker
 
@@ -30,17 +41,21 @@ def crawl(n_per_host: int, hosts: int = 5, seed: int = 0) -> list[RawPage]:
     return [sp.page for sp in interleave(*sites)]
 
 
-def assert_same_as_offline(c: Cluster, pages: list[RawPage], clean_values: dict[str, list[bytes]]) -> None:
-    ref = offline(pages)
+def assert_same_as_offline(
+    c: Cluster, pages: list[RawPage], clean_values: dict[str, list[bytes]], policy: ExpiryPolicy | None = None
+) -> None:
+    ref = offline(pages, policy=policy)
     assert set(clean_values) == set(ref.clean)
     for host, expected in ref.clean.items():
         got = clean_values[host]
         # Duplicates (replayed pages) are allowed but must be identical to the first copy.
         by_url = {json.loads(v)["url"]: v for v in expected}
         for v in got:
-            want = by_url[json.loads(v)["url"]]
+            want = as_published(by_url[json.loads(v)["url"]], v)
             assert v == want, f"{host}: a clean page differs from the offline run:\n{v[:600]!r}\n{want[:600]!r}"
-        assert first_per_url(got) == expected, f"{host}: clean pages differ from the offline run"
+        assert first_per_url(got) == [as_published(w, g) for g, w in zip(first_per_url(got), expected, strict=False)], (
+            f"{host}: clean pages differ from the offline run")
+        assert len(first_per_url(got)) == len(expected)
     events = by_host(c.read(c.settings.topic_events))
     for host in ref.clean:
         assert first_unique(events.get(host, [])) == ref.events.get(host, []), f"{host}: events differ"
@@ -56,18 +71,28 @@ def first_unique(values: list[bytes]) -> list[bytes]:
     return out
 
 
-def tables_from_changelog(c: Cluster, hosts: set[str]) -> dict[str, object]:
-    """Rebuild each host's table from the state changelog as compaction would keep it."""
+def compacted(c: Cluster) -> dict[bytes, bytes]:
+    """The state changelog as compaction would keep it: the newest record of each key, none
+    where that is a tombstone."""
     latest: dict[bytes, bytes] = {}
     for r in sorted(c.read(c.settings.topic_state), key=lambda r: (r.partition, r.offset)):
-        assert r.key is not None and r.value is not None
-        latest[r.key] = r.value
-    layout = StateLayout(EngineParams(), c.settings.snapshot_every)
-    return {host: layout.load(latest.get, host) for host in hosts}
+        assert r.key is not None
+        if r.value is None:
+            latest.pop(r.key, None)
+        else:
+            latest[r.key] = r.value
+    return latest
 
 
-def assert_tables_equal(c: Cluster, pages: list[RawPage]) -> None:
-    ref = offline(pages)
+def tables_from_changelog(c: Cluster, hosts: set[str]) -> dict[str, object]:
+    """Rebuild each host's table from the state changelog as compaction would keep it."""
+    latest = compacted(c)
+    layout = StateLayout(EngineParams(), c.settings.snapshot_every, max_table_entries=c.settings.max_table_entries)
+    return {host: layout.load(records_of(host, latest)) for host in hosts}
+
+
+def assert_tables_equal(c: Cluster, pages: list[RawPage], policy: ExpiryPolicy | None = None) -> None:
+    ref = offline(pages, policy=policy)
     tables = tables_from_changelog(c, set(ref.clean))
     for host in ref.clean:
         expected = ref.store.get(host)
@@ -91,9 +116,13 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
     assert_tables_equal(cluster, pages)
     # About one changelog record per page: one delta each, plus a snapshot every K pages.
     state = cluster.read(cluster.settings.topic_state)
-    kinds = Counter(r.key[:2] for r in state if r.key)
-    assert kinds[b"d/"] == len(pages)
-    assert kinds[b"s/"] == sum(60 // cluster.settings.snapshot_every for _ in range(5))
+    kinds = Counter(record_kind(r.key) for r in state if r.key)
+    snapshots = sum(60 // cluster.settings.snapshot_every for _ in range(5))
+    assert kinds["delta"] == len(pages)
+    assert kinds["snapshot"] == snapshots
+    # A host's index entry (for whole-host expiry) on its first page and its snapshot pages.
+    assert kinds["index"] == 5 + snapshots
+    assert set(kinds) == {"delta", "snapshot", "index"}
     assert cluster.read(cluster.settings.topic_dead) == []
     # The worker's Prometheus endpoint counted them.
     port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", cluster.log("w1"))
@@ -108,9 +137,9 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
 
 def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> None:
     pages = crawl(120)  # 600 pages
-    cluster.produce_pages(pages)
+    sent = cluster.produce_tracked([page_message(p) for p in pages])
     first = cluster.start_worker("w1")
-    cluster.wait_for(cluster.settings.topic_clean, lambda rs: len(rs) >= 150)
+    cluster.wait_metric("w1", "detemplate_pages_out_total", 150)  # polled often: the kill comes mid-stream
     first.send_signal(signal.SIGKILL)
     first.wait()
     done_before = len(cluster.read(cluster.settings.topic_clean))
@@ -120,6 +149,7 @@ def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> 
     records = cluster.wait_for(
         cluster.settings.topic_clean, lambda rs: {json.loads(r.value)["url"] for r in rs} >= urls, timeout_s=180
     )
+    assert_each_input_once(cluster, sent)
     assert_same_as_offline(cluster, pages, by_host(records))
     assert_tables_equal(cluster, pages)
 

@@ -12,7 +12,7 @@ from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
 from detemplate.io import codec
 from detemplate.settings import StreamSettings, env_for, load
-from detemplate.state.changelog import StateLayout, decode_delta, encode_delta
+from detemplate.state.changelog import HostState, StateLayout, decode_delta, encode_delta, host_prefix
 from detemplate.stream.app import decode_message
 
 from tests.factories import make_site
@@ -21,16 +21,24 @@ K = 8
 
 
 def run_host(pages: list[RawPage], layout: StateLayout) -> tuple[HostTable, dict[bytes, bytes], list[bytes]]:
-    """Decide pages as the worker does, keeping the records a compacted changelog would keep."""
+    """Decide pages as the worker does, keeping the records a compacted changelog would keep
+    (one host's, by suffix)."""
     params = layout.params
     table = HostTable(params.table)
+    state = HostState(table)
     store: dict[bytes, bytes] = {}
     outputs = []
+    prefix = host_prefix(pages[0].host)
     for offset, page in enumerate(pages):
         outcome = decide(page, table, params)
         assert outcome.clean is not None
         table.source_offset = offset * 3  # offsets of one host need not be contiguous
-        store.update(layout.records(page.host, table, outcome))
+        for suffix, value in layout.records(table, outcome):
+            for key, record in layout.physical(page.host, suffix, value, state):
+                if record is None:
+                    store.pop(key[len(prefix):], None)
+                else:
+                    store[key[len(prefix):]] = record
         outputs.append(codec.encode_clean(outcome.clean) + b"".join(codec.encode_event(e) for e in outcome.events))
     return table, store, outputs
 
@@ -50,12 +58,12 @@ def test_rebuilt_table_equals_the_live_one(n_pages: int) -> None:
     layout = StateLayout(EngineParams(), K)
     pages = [sp.page for sp in make_site("a.example", n_pages, seed=3, redesign=n_pages // 2)]
     table, store, _ = run_host(pages, layout)
-    rebuilt = layout.load(store.get, "a.example")
+    rebuilt = layout.load(store)
     assert rebuilt is not None
     assert rebuilt.to_bytes() == table.to_bytes()
     # The changelog per host stays bounded: 2K deltas and 2 snapshots at most.
     assert len(store) <= 2 * K + 2
-    assert layout.load(store.get, "other.example") is None
+    assert layout.load({}) is None
 
 
 def test_rebuild_without_the_newest_snapshot() -> None:
@@ -63,8 +71,8 @@ def test_rebuild_without_the_newest_snapshot() -> None:
     layout = StateLayout(EngineParams(), K)
     pages = [sp.page for sp in make_site("a.example", 3 * K, seed=4)]
     table, store, _ = run_host(pages, layout)
-    del store[layout.snapshot_key("a.example", 3 * K)]
-    rebuilt = layout.load(store.get, "a.example")
+    del store[layout.snapshot_suffix(3 * K)]
+    rebuilt = layout.load(store)
     assert rebuilt is not None and rebuilt.to_bytes() == table.to_bytes()
 
 
@@ -76,7 +84,7 @@ def test_replayed_pages_are_decided_again_identically() -> None:
     before = table.to_bytes()
     # Every one of the host's last K pages can be replayed ...
     for i in range(n - K, n):
-        loaded = layout.load_before(store.get, "a.example", i * 3)
+        loaded = layout.load_before(store, i * 3)
         assert loaded is not None, i
         t, delta = loaded
         assert delta.page_no == i + 1 and t.pages == i
@@ -84,8 +92,8 @@ def test_replayed_pages_are_decided_again_identically() -> None:
         assert outcome.applied == delta.keys
         assert codec.encode_clean(outcome.clean) + b"".join(codec.encode_event(e) for e in outcome.events) == outputs[i]
     # ... pages older than the retained deltas are not, and nothing changed the store.
-    assert layout.load_before(store.get, "a.example", 0) is None
-    assert layout.load(store.get, "a.example").to_bytes() == before  # type: ignore[union-attr]
+    assert layout.load_before(store, 0) is None
+    assert layout.load(store).to_bytes() == before  # type: ignore[union-attr]
 
 
 def page_json(**fields: object) -> bytes:
@@ -144,3 +152,18 @@ def test_tansu_workaround_only_when_asked(tansu: bool, tmp_path: object) -> None
 
     app, _ = build_app(StreamSettings(tansu=tansu, data_dir=str(tmp_path), metrics_port=-1))
     assert isinstance(app.transport, TansuTransport) is tansu
+
+
+@pytest.mark.parametrize(
+    ("host", "why"),
+    [("sur\udfff.example", "surrogate"), ("a\x00b.example", "NUL"), ("h" * 1025, "1,025 bytes"), ("", "empty")],
+)
+def test_a_host_that_cannot_key_the_state_is_a_dead_letter(host: str, why: str) -> None:
+    from detemplate.stream.app import check_host
+
+    problem = check_host(host)
+    assert problem is not None and why in problem
+    assert check_host("ü.example") is None
+    value = json.dumps({"url": "https://x.example/", "host": host or " ", "html": "<p>x</p>"}).encode()
+    dead = decode_message(host.encode("utf-8", "surrogatepass"), value, "pages.raw/0/1")
+    assert isinstance(dead, DeadPage) and dead.reason in ("bad_host", "bad_record")

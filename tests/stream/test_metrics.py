@@ -92,7 +92,7 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
     assert s[("detemplate_page_latency_seconds_sum", ())] > 0
     window = last_shares[-10:]
     share = sum(t for _, t in window) / sum(c for c, _ in window)
-    assert s[("detemplate_template_share", ())] == pytest.approx(share)
+    assert s[("detemplate_template_share_ratio", ())] == pytest.approx(share)
     assert 0.1 < share < 0.95  # learned sites: a good part of each page's text is template
     tables = [t for h in store.hosts() if (t := store.get(h)) is not None]
     assert s[("detemplate_hosts_in_state", ())] == 2  # dead pages leave no table behind
@@ -147,3 +147,46 @@ def test_two_instances_do_not_collide() -> None:
     a.page_in(3)
     assert b"detemplate_pages_in_total 3.0" in a.scrape()
     assert b"detemplate_pages_in_total 0.0" in b.scrape()
+
+
+def test_build_info_process_metrics_and_ratio_names(served: tuple[Metrics, MetricsServer]) -> None:
+    metrics, server = served
+    metrics.set_build("1.2.3", "3.11.7", "compiled")
+    got = samples(server)
+    assert got[("detemplate_build_info", (("page_walk", "compiled"), ("python", "3.11.7"), ("version", "1.2.3")))] == 1
+    names = {name for name, _ in got}
+    assert {"process_resident_memory_bytes", "process_cpu_seconds_total", "python_info"} <= names
+    # A ratio is named `_ratio` (Prometheus' base-unit naming); no gauge here is a share under another name.
+    assert "detemplate_template_share_ratio" in names
+    assert not [n for n in names if n.startswith("detemplate_") and ("share" in n or "fraction" in n)
+                and not n.endswith("_ratio")]
+
+
+def test_a_taken_port_is_one_clear_line_and_exit_2(tmp_path: object) -> None:
+    """The worker whose metrics port is taken says so in one line (no OSError traceback) and exits 2."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DETEMPLATE_")}
+        out = subprocess.run(
+            [sys.executable, "-m", "detemplate.cli", "worker", "--broker", "kafka://127.0.0.1:1",
+             "--metrics-host", "127.0.0.1", "--metrics-port", str(port), "--data-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=120, env=env,
+        )
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr
+    assert f"the metrics endpoint cannot listen on 127.0.0.1:{port}" in lines[0] and "--metrics-port" in lines[0]
+
+
+def test_the_default_port_is_outside_the_exporter_range() -> None:
+    from detemplate.settings import StreamSettings
+
+    # 9100-9999 is the Prometheus exporters' range (9100: node_exporter), wholly allocated: docs/deploy.md.
+    assert not 9100 <= StreamSettings().metrics_port <= 9999

@@ -179,7 +179,7 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     from detemplate.engine.pipeline import decide
     from detemplate.engine.table import HostTable
     from detemplate.settings import StreamSettings
-    from detemplate.state.changelog import StateLayout
+    from detemplate.state.changelog import StateLayout, host_prefix
     from rocksdict import Options, Rdict
 
     src, state, _, site = crawl
@@ -193,8 +193,8 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     for offset, sp in enumerate(site):  # what the worker's agent does for each page
         out = decide(sp.page, table, params)
         table.source_offset = offset
-        for key, value in layout.records(HOST, table, out):
-            db[key] = value
+        for suffix, value in layout.records(table, out):
+            db[host_prefix(HOST) + suffix] = value
     db.close()
 
     views = {}
@@ -205,3 +205,18 @@ def test_state_of_a_stream_worker_is_read_too(tmp_path: Path, crawl: tuple) -> N
     assert blocks_of(views["stream"]) == blocks_of(views["offline"])
     assert "rebuilt from the worker state hosts-1.db" in views["stream"].read_text(encoding="utf-8")
     assert {v for v, _ in blocks_of(views["stream"])} == {"template", "content"}
+
+
+def test_readme_form_writes_show_html_and_says_what_the_chart_is(
+    tmp_path: Path, crawl: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`show URL --input CRAWL --state DIR` as README gives it: no -o needed (./show.html), and
+    the page number of the state (41: the state saw the 40 pages) is told apart from the chart's
+    replay of --input (pages 1 to 40), which used to look like a contradiction."""
+    src, state, _, site = crawl
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", site[5].page.url, "--input", str(src), "--state", str(state)]) == 0
+    html = (tmp_path / "show.html").read_text(encoding="utf-8")
+    assert "<b>41</b><span>host page no. in the state</span>" in html
+    assert "replays the host&#x27;s 40 pages of --input on a fresh table (its pages 1 to 40)" in html
+    assert "which had seen 40 of the host&#x27;s pages" in html

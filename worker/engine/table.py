@@ -206,6 +206,46 @@ class HostTable:
         self.removed_since_event = 0
         return kind, details
 
+    def evict_oldest(self, max_entries: int, keep_share: float = 0.9) -> int:
+        """Bound a pathological table: when it holds more than `max_entries` entries, drop the
+        least recently seen ones (then the lowest DF, then the lowest key: deterministic) down
+        to `keep_share` of the bound; the number dropped.
+
+        The shells call it after each page (the stream after each replayed delta too), so a
+        table evolves the same way in both. O(entries) when it runs, a comparison otherwise.
+        Dropped keys may stay in the timing wheel: expiry skips keys it no longer finds.
+        """
+        entries = self._entries
+        if max_entries <= 0 or len(entries) <= max_entries:
+            return 0
+        target = max(0, int(max_entries * keep_share))
+        drop = len(entries) - target
+        by_page: dict[int, int] = {}
+        for packed in entries.values():
+            last = packed & _LAST_MASK
+            by_page[last] = by_page.get(last, 0) + 1
+        # The last-seen page up to which every entry goes; at that page only some do.
+        cutoff = 0
+        below = 0
+        for last in sorted(by_page):
+            if below + by_page[last] >= drop:
+                cutoff = last
+                break
+            below += by_page[last]
+        victims = [k for k, v in entries.items() if v & _LAST_MASK < cutoff]
+        edge = sorted(
+            (k for k, v in entries.items() if v & _LAST_MASK == cutoff),
+            key=lambda k: (entries[k] >> _DF_SHIFT, k),
+        )
+        victims.extend(edge[: drop - len(victims)])
+        threshold = self.params.template_df
+        for key in victims:
+            df = entries.pop(key) >> _DF_SHIFT
+            if df >= threshold and key & TAG_MASK != TAG:
+                self.template_count -= 1
+                self.removed_since_event += 1
+        return len(victims)
+
     # -- serialisation -------------------------------------------------------------
 
     def to_bytes(self) -> bytes:

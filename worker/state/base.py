@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from ..engine.model import TemplateEvent
 from ..engine.pipeline import TableStore
 from ..engine.table import HostTable
 
@@ -30,6 +31,15 @@ class SegmentStore(TableStore, Protocol):
 
     def flush(self) -> None:
         """Make every table handed to `put` durable."""
+        ...
+
+    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
+        """Drop whole hosts by the store's expiry policy, when a sweep is due (or `force`)."""
+        ...
+
+    def take_events(self) -> list[TemplateEvent]:
+        """Events of the state itself since the last call: `template.table_capped` (after the page
+        that `put` just took) and `template.host_expired` (after `expire`)."""
         ...
 
     def close(self) -> None:

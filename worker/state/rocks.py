@@ -2,7 +2,10 @@
 
 Layout (raw bytes, no pickling):
     b"meta/format"        -> b"1"
+    b"meta/clock"         -> pages the state has taken, across runs (ASCII digits)
     b"t/" + host (UTF-8)  -> HostTable.to_bytes()
+    b"i/" + host (UTF-8)  -> the host's index entry (state/expiry.py IndexEntry): the clock and
+                             time of its last page, its bytes; what whole-host expiry reads
 
 Tables in use are kept live in an LRU cache of `cache_hosts` hosts; a changed table is
 written back when it leaves the cache and on `flush`, in one WriteBatch. A crawl
@@ -13,6 +16,7 @@ deserialisation, while memory stays bounded by the cache size.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,20 +24,46 @@ from pathlib import Path
 from rocksdict import Options, Rdict, WriteBatch
 
 from ..engine.errors import ConfigError, StateError
+from ..engine.model import TemplateEvent
 from ..engine.params import TableParams
 from ..engine.table import HostTable
+from .expiry import ExpiryPolicy, IndexEntry, Ledger, choose_expired
 
 logger = logging.getLogger(__name__)
 
 _FORMAT_KEY = b"meta/format"
 _FORMAT = b"1"
 _TABLE_PREFIX = b"t/"
+_INDEX_PREFIX = b"i/"
+_CLOCK_KEY = b"meta/clock"
+
+
+def _key(prefix: bytes, host: str) -> bytes:
+    # surrogatepass: a host is whatever the input said; a lone surrogate must not stop the run.
+    return prefix + host.encode("utf-8", "surrogatepass")
+
+
+def scan_prefix(db: Rdict, prefix: bytes) -> dict[bytes, bytes]:
+    """Every record of a raw-mode database whose key starts with `prefix` (one range scan)."""
+    out: dict[bytes, bytes] = {}
+    for key, value in db.items(from_key=prefix):
+        # raw_mode: keys and values are bytes (rocksdict's stubs type them as any value).
+        assert isinstance(key, bytes) and isinstance(value, bytes)
+        if not key.startswith(prefix):
+            break
+        out[key] = value
+    return out
 
 
 class RocksStore:
-    """Per-host tables in RocksDB with a write-back LRU cache of live tables."""
+    """Per-host tables in RocksDB with a write-back LRU cache of live tables.
 
-    def __init__(self, path: str | Path, params: TableParams, cache_hosts: int = 4096) -> None:
+    policy: whole-host expiry and the table bound (state/expiry.py); `expire` applies it.
+    """
+
+    def __init__(
+        self, path: str | Path, params: TableParams, cache_hosts: int = 4096, policy: ExpiryPolicy | None = None
+    ) -> None:
         if cache_hosts < 1:
             raise ConfigError(f"cache_hosts must be at least 1, not {cache_hosts}")
         self.path = Path(path)
@@ -60,6 +90,8 @@ class RocksStore:
             raise StateError(f"state at {self.path} has format {fmt!r}, this version reads {_FORMAT!r}")
         self._cache: OrderedDict[str, HostTable] = OrderedDict()
         self._dirty: set[str] = set()
+        clock = self._db.get(_CLOCK_KEY)
+        self.ledger = Ledger(policy or ExpiryPolicy(), int(clock) if isinstance(clock, bytes) else 0)
 
     def get(self, host: str) -> HostTable | None:
         table = self._cache.get(host)
@@ -67,7 +99,7 @@ class RocksStore:
             self._cache.move_to_end(host)
             return table
         try:
-            data = self._db.get(_TABLE_PREFIX + host.encode())
+            data = self._db.get(_key(_TABLE_PREFIX, host))
         except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
             raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
         if data is None:
@@ -83,6 +115,19 @@ class RocksStore:
         if self._cache.get(host) is not table:
             self._remember(host, table)
         self._dirty.add(host)
+        self.ledger.seen(host, table, int(time.time() * 1000))
+
+    def _records(self, host: str, table: HostTable) -> list[tuple[bytes, bytes]]:
+        """A dirty host's table and index entry, to write back."""
+        data = table.to_bytes()
+        key = _key(_TABLE_PREFIX, host)
+        out = [(key, data)]
+        seen = self.ledger.last_seen.pop(host, None)
+        if seen is not None:
+            index = _key(_INDEX_PREFIX, host)
+            entry = IndexEntry(host, seen[0], seen[1], len(key) + len(data) + len(index) + 36, table.pages)
+            out.append((index, entry.to_bytes()))
+        return out
 
     def _remember(self, host: str, table: HostTable) -> None:
         self._cache[host] = table
@@ -91,7 +136,8 @@ class RocksStore:
             old, old_table = self._cache.popitem(last=False)
             if old in self._dirty:
                 self._dirty.discard(old)
-                self._db[_TABLE_PREFIX + old.encode()] = old_table.to_bytes()
+                for key, value in self._records(old, old_table):
+                    self._db[key] = value
 
     def hosts(self) -> Iterator[str]:
         seen = set(self._cache)
@@ -102,7 +148,7 @@ class RocksStore:
                 assert isinstance(key, bytes)
                 if not key.startswith(_TABLE_PREFIX):
                     break
-                host = key[len(_TABLE_PREFIX) :].decode()
+                host = key[len(_TABLE_PREFIX) :].decode("utf-8", "surrogatepass")
                 if host not in seen:
                     yield host
         except Exception as exc:  # rocksdict: plain Exception on a corrupt database
@@ -113,9 +159,42 @@ class RocksStore:
             return
         batch = WriteBatch(raw_mode=True)
         for host in self._dirty:
-            batch.put(_TABLE_PREFIX + host.encode(), self._cache[host].to_bytes())
+            for key, value in self._records(host, self._cache[host]):
+                batch.put(key, value)
+        batch.put(_CLOCK_KEY, str(self.ledger.clock).encode())
         self._db.write(batch)
         self._dirty.clear()
+
+    def index(self) -> list[IndexEntry]:
+        """Every host's index entry (a scan of the state; hosts written before index entries existed have none)."""
+        out = []
+        for key, value in scan_prefix(self._db, _INDEX_PREFIX).items():
+            host = key[len(_INDEX_PREFIX) :].decode("utf-8", "surrogatepass")
+            out.append(IndexEntry.from_bytes(host, value))
+        return out
+
+    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
+        """Drop the hosts the policy picks (when a sweep is due, or `force`); their events follow."""
+        ledger = self.ledger
+        if not ledger.policy.expires or not (force or ledger.due()):
+            return
+        self.flush()
+        entries = self.index()
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        expired = choose_expired(entries, ledger.policy, now, ledger.clock)
+        if expired:
+            batch = WriteBatch(raw_mode=True)
+            for x in expired:
+                host = x.entry.host
+                batch.delete(_key(_TABLE_PREFIX, host))
+                batch.delete(_key(_INDEX_PREFIX, host))
+                self._cache.pop(host, None)
+            self._db.write(batch)
+        ledger.swept(len(entries) - len(expired), expired)
+
+    def take_events(self) -> list[TemplateEvent]:
+        """Events of the state itself (a bounded table, an expired host) since the last call."""
+        return self.ledger.take_events()
 
     def close(self) -> None:
         self.flush()

@@ -2,6 +2,7 @@
 
 app.py      the Faust app, topics and the agent (decode -> engine.pipeline.decide -> send)
 commits.py  offset commits that never pass over an unprocessed message
+outputs.py  every output sized before it is sent: lean clean pages, dead letters that fit
 store.py    Faust's RocksDB store, plus what to do with a corrupt partition database
 tansu.py    the client-side workaround for the Tansu test broker (off against Kafka)
 kafka_io.py plain aiokafka producer/consumer helpers for the produce/consume commands

@@ -2,51 +2,68 @@
 
 One agent (concurrency 1: a host's pages must be decided in input order) reads pages.raw,
 keyed by host. For each message it decodes the JSON record exactly as `detemplate run`
-decodes a JSONL line, calls `detemplate.engine.pipeline.decide` (the offline command's decision),
-and sends the outputs serialised with `detemplate.io.codec`, keyed by host.
+decodes a JSONL line, calls `detemplate.engine.pipeline.decide` (the offline command's
+decision), and sends the outputs serialised with `detemplate.io.codec`, keyed by host,
+each sized first so that none is over the producer's limit (detemplate.stream.outputs).
 
 State (see detemplate.state.changelog): live `HostTable` objects in memory, backed by a Faust
 table in RocksDB whose changelog gets one delta record per page plus one snapshot per
-host every K pages. The in-memory tables are dropped at every rebalance and rebuilt
-from the Faust table (which Faust recovers from the changelog) on the host's next page.
+host every K pages, and an index entry per host that whole-host expiry reads
+(detemplate.state.expiry). The in-memory tables are dropped at every rebalance and rebuilt
+from the store (which Faust recovers from the changelog) on the host's next page.
 
-Delivery is at-least-once with idempotent state. Faust flushes the producer (outputs
-and changelog) before it commits input offsets, so after a crash the state may be ahead
-of the committed offsets, never behind. A replayed page (input offset <= the table's
-`source_offset`) is not applied again; the worker rebuilds the table as of just before
-it and decides it again, so its clean page and events are sent again identical to the
-first time. The rebuild needs the page among the host's last K pages: before a snapshot
-drops the older one, the worker makes sure the pages it covered are committed.
+No page is acknowledged without an output. A partition's messages are processed in
+offset order (detemplate.stream.commits: a message past a gap waits until the ones before
+it came, and commits never pass the first unprocessed offset). Each page is decided
+whether or not it was seen before:
+
+- a page the state has not applied (its offset past the table's `source_offset`) is
+  decided and applied: the normal case;
+- a page the state applied (its offset among the host's retained deltas) is a replay after
+  a crash or a rebalance: the worker rebuilds the table as of just before it and decides it
+  again, so its clean page and events are sent again identical to the first time;
+- a page at or below `source_offset` with no delta was dead (decided again: dead again, the
+  same dead letter), or is older than the retained deltas, or was never applied: it is
+  decided against a copy of the host's current table, its clean page sent and counted
+  (`pages_redecided_total`), the table left as it is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import faust
-from aiokafka.errors import MessageSizeTooLargeError  # type: ignore[import-untyped]  # no stubs
 from faust.types import TP
 
-from ..engine.model import DeadPage, Outcome, RawPage
+from ..engine.errors import StateError
+from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
 from ..engine.params import EngineParams
 from ..engine.pipeline import decide
 from ..engine.table import HostTable
-from ..io import codec
 from ..io.sources import decode_record
 from ..settings import StreamSettings
-from ..state.changelog import StateLayout
-from .commits import SafeCommitTransport
+from ..state.changelog import INDEX_PREFIX, HostState, StateLayout, assemble, host_of, host_prefix, index_key
+from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
+from .commits import Position, Progress, SafeCommitTransport
 from .metrics import Metrics
+from .outputs import RECORD_OVERHEAD_BYTES, OutputLimits, fit_clean, fit_dead, fit_event, output_key
 from .store import CheckedRocksDBStore, is_corruption, store_url
 
 logger = logging.getLogger(__name__)
 
 TABLE_NAME = "hosts"
+MAX_HOST_BYTES = 1024  # a longer host is a dead letter (`bad_host`): it is in every state key and output key
+MAX_KEY_BYTES = 2048  # room kept for a state record's key beside its value
+INDEX_REFRESH_MS = 60_000  # a host's index entry is rewritten at most this often (and on snapshot pages)
+STALL_S = 5.0  # a partition behind its end with no message handled for this long is fetched again
 
 
 @dataclass(slots=True)
@@ -56,19 +73,26 @@ class WorkerStats:
     pages: int = 0
     dead: int = 0
     replayed: int = 0
-    unrecoverable: int = 0
+    redecided: int = 0
+    deferred: int = 0
+    skipped: int = 0
     forced_commits: int = 0
     rebuilt_hosts: int = 0
     state_records: int = 0
     state_bytes: int = 0
+    reduced: int = 0
+    expired_hosts: int = 0
+    capped_tables: int = 0
 
 
 class DetemplateApp(faust.App):
-    """faust.App with safe offset commits, and the Tansu workaround transport when the
-    settings ask for it."""
+    """faust.App with in-order processing and safe offset commits (`progress`), and the Tansu
+    workaround transport when the settings ask for it."""
 
     def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
         self.tansu = tansu  # read when Faust first builds its transport, after __init__
+        self.progress = Progress()  # read by the consumer's commits (detemplate.stream.commits)
+        self.ordered_topics: set[str] = set()  # topics read in offset order by the worker (commits.ReadOffsets)
         super().__init__(*args, **kwargs)
 
     def _new_transport(self) -> Any:
@@ -76,8 +100,22 @@ class DetemplateApp(faust.App):
             from .tansu import TansuTransport
 
             return TansuTransport(self.conf.broker_consumer, self)
-        # Commits that never pass over an unprocessed message (worker/stream/commits.py).
         return SafeCommitTransport(self.conf.broker_consumer, self)
+
+
+def check_host(host: str) -> str | None:
+    """Why `host` cannot key state and outputs (None when it can): it is in every state key."""
+    try:
+        data = host.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the host is not valid Unicode (a lone surrogate)"
+    if b"\x00" in data:
+        return "the host holds a NUL character"
+    if len(data) > MAX_HOST_BYTES:
+        return f"the host is {len(data):,} bytes long, over {MAX_HOST_BYTES:,}"
+    if not data:
+        return "the host is empty"
+    return None
 
 
 def decode_message(key: bytes | None, value: bytes | None, source: str) -> RawPage | DeadPage:
@@ -89,14 +127,20 @@ def decode_message(key: bytes | None, value: bytes | None, source: str) -> RawPa
         if not page.host:
             page = DeadPage(page.url, _text(key), page.reason, page.detail, page.source)
         return page
+    problem = check_host(page.host)
+    if problem is not None:
+        return DeadPage(page.url, page.host, "bad_host", problem, source)
     if key is None or _text(key) != page.host:
         # Partitioning by host is what keeps a host's pages in order on one worker;
         # a page under another key could be decided out of order against the wrong state.
+        shown = _text(key)
+        if len(shown) > 200:
+            shown = shown[:200] + f"... ({len(key or b''):,} bytes)"
         return DeadPage(
             page.url,
             page.host,
             "bad_key",
-            f"the message key {_text(key)!r} is not the page's host {page.host!r}",
+            f"the message key {shown!r} is not the page's host {page.host!r}",
             source,
         )
     return page
@@ -108,6 +152,15 @@ def _text(key: bytes | None) -> str:
     return key.decode("utf-8", errors="replace")
 
 
+def expiry_policy(settings: StreamSettings) -> ExpiryPolicy:
+    return ExpiryPolicy(
+        ttl_pages=settings.host_ttl_pages,
+        ttl_s=settings.host_ttl_s,
+        budget_bytes=settings.state_budget_bytes,
+        max_table_entries=settings.max_table_entries,
+    )
+
+
 class StreamWorker:
     """The agent's logic and the per-host tables of the partitions this worker holds."""
 
@@ -115,14 +168,24 @@ class StreamWorker:
         self.app = app
         self.settings = settings
         self.params = params
-        self.layout = StateLayout(params, settings.snapshot_every)
+        self.limits = OutputLimits(settings.max_message_bytes)
+        self.policy = expiry_policy(settings)
+        self.layout = StateLayout(
+            params,
+            settings.snapshot_every,
+            max_record_bytes=settings.max_message_bytes - RECORD_OVERHEAD_BYTES - MAX_KEY_BYTES,
+            max_table_entries=self.policy.max_table_entries,
+        )
         self.stats = WorkerStats()
         self._logged = WorkerStats()
-        self.tables: OrderedDict[str, HostTable] = OrderedDict()  # LRU of live tables
-        self.first_offset: dict[TP, int] = {}
-        self.next_offset: dict[TP, int] = {}
+        self.hosts: OrderedDict[str, HostState] = OrderedDict()  # LRU of live hosts
+        self.progress = app.progress
+        self.start_offset: dict[TP, int] = {}
         self.metrics = Metrics()
         self._assigned = False
+        self._assigned_at = time.monotonic()
+        self._last_sweep = time.monotonic()
+        self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
 
         def topic(name: str, partitions: int) -> Any:
             return app.topic(
@@ -135,6 +198,7 @@ class StreamWorker:
             )
 
         self.raw_topic = topic(settings.topic_raw, settings.partitions)
+        app.ordered_topics.add(settings.topic_raw)
         self.clean_topic = topic(settings.topic_clean, settings.out_partitions)
         self.events_topic = topic(settings.topic_events, settings.out_partitions)
         self.dead_topic = topic(settings.topic_dead, settings.out_partitions)
@@ -162,6 +226,49 @@ class StreamWorker:
         app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
         app.timer(2.0)(self._log_stats)
         app.timer(1.0)(self._update_metrics)
+        app.timer(1.0)(self._watch_stalls)
+        app.task(self._on_start)
+
+    async def _on_start(self) -> None:
+        # `kill -USR1 <pid>` logs where every task of the event loop waits (a stuck worker, say).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self._log_waits)
+
+    def _log_waits(self) -> None:
+        """Where the worker waits: each partition's position, the consumer's flow and its
+        client's fetch positions, every task (diagnostics: private fields of Faust and aiokafka)."""
+        consumer = self.app.consumer
+
+        def tps(items: Any) -> list[str]:
+            return sorted(f"{tp.topic}/{tp.partition}" for tp in items or ())
+
+        client: dict[str, object] = {}
+        try:
+            kafka = consumer._thread._ensure_consumer()  # type: ignore[attr-defined]
+            assignment = kafka._subscription.subscription.assignment
+            for tp in kafka.assignment():
+                st = assignment.state_value(tp)
+                client[f"{tp.topic}/{tp.partition}"] = (
+                    st.position if st.has_valid_position else None, st.paused, st.awaiting_reset, st.highwater,
+                )
+        except Exception as exc:  # diagnostics only
+            client["error"] = repr(exc)
+        logger.warning(
+            "positions %s waiting %s; consumer flow_active=%s active=%s paused=%s; rebalancing=%s recovery=%s; "
+            "client (position, paused, awaiting_reset, highwater) %s",
+            {tp.partition: n for tp, n in self.progress._next.items()},
+            {tp.partition: w.offset for tp, w in self.progress._waits.items()},
+            getattr(consumer, "flow_active", "?"),
+            tps(getattr(consumer, "_active_partitions", None)),
+            tps(getattr(consumer, "_paused_partitions", None)),
+            self.app.rebalancing, self.app.in_recovery, client,
+        )
+        _log_tasks()
+
+    @property
+    def store(self) -> CheckedRocksDBStore:
+        store = self.state.data
+        assert isinstance(store, CheckedRocksDBStore)
+        return store
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self._assigned = False
@@ -177,41 +284,95 @@ class StreamWorker:
 
     def _forget(self) -> None:
         # Partitions may have moved and Faust recovers the table's store from the
-        # changelog: live tables are rebuilt from the store on each host's next page.
-        self.tables.clear()
-        self.first_offset.clear()
-        self.next_offset.clear()
+        # changelog: live tables are rebuilt from the store on each host's next page, and
+        # each partition starts again from its committed offset.
+        self.hosts.clear()
+        self.progress.forget()
+        self.start_offset.clear()
+        self._last_message.clear()
+        self._assigned_at = time.monotonic()
         self.metrics.forget_partitions()
+
+    async def _watch_stalls(self) -> None:
+        """Fetch again a partition that has messages past its position but delivers none.
+
+        Faust drops every fetched record below its own read offset of the partition. When
+        the worker seeks a partition back (a message came past a gap), the rest of the batch
+        Faust is still handing out moves that read offset past the seek again, so the
+        records fetched again from the seek are dropped, and the client's position is at the
+        end once more (measured: positions 80, the worker waiting at 40, for ever). Faust
+        also drops records fetched for a paused partition or an older generation. A later
+        message of the partition shows the gap again, but when none comes, nothing would:
+        a restarted worker waited for ever in 2 of 16 runs of the snapshot-window test and
+        1 of 2 of the corrupt-state test under load. So a partition behind its end (high
+        watermark) with no message handled for STALL_S is sought back to its first
+        unprocessed offset (or its committed one, when nothing was read in this assignment),
+        with nothing else in flight, and the client fetches it again."""
+        if not self._assigned or self.app.rebalancing or self.app.in_recovery:
+            return
+        now = time.monotonic()
+        consumer = self.app.consumer
+        idle = [tp for tp in consumer.assignment() if tp.topic == self.settings.topic_raw
+                and now - self._last_message.get(tp, self._assigned_at) >= STALL_S]
+        if not idle:
+            return
+        for tp in idle:  # checked again after another STALL_S
+            self._last_message[tp] = now
+        try:
+            ends = await asyncio.wait_for(consumer.highwaters(*idle), timeout=STALL_S)
+        except Exception as exc:  # the broker is away: the next round asks again
+            logger.debug("high watermarks of idle partitions not known: %r", exc)
+            return
+        for tp in idle:
+            end = ends.get(tp)
+            nxt = self.progress.commit_offset(tp)
+            if nxt is None:
+                if end is None or end <= 0:
+                    continue
+                start = await self._start_offset(tp, int(end))  # the committed offset (the end when none)
+                if not self.progress.started(tp):  # the agent may have started it meanwhile
+                    self.progress.start(tp, start)
+                    self.start_offset[tp] = start
+                nxt = self.progress.commit_offset(tp)
+            if end is None or nxt is None or nxt >= int(end):
+                continue
+            logger.warning("partition=%d: offsets %d..%d not delivered for %.0f s: fetching them again",
+                           tp.partition, nxt, int(end) - 1, STALL_S)
+            self.metrics.order("refetched")
+            await consumer.seek(tp, nxt)
 
     async def _update_metrics(self) -> None:
         m = self.metrics
         m.beat()
-        m.observe_tables(self.tables)
+        m.observe_tables(hs.table for hs in self.hosts.values())
         m.set_ready(self._assigned and not self.app.rebalancing and not self.app.in_recovery)
-        for tp, nxt in list(self.next_offset.items()):
+        m.set_waiting_partitions(self.progress.waiting())
+        for tp in list(self.start_offset):
+            nxt = self.progress.commit_offset(tp)
             try:
                 hw = self.app.consumer.highwater(tp)
             except Exception:
                 continue
-            if hw is not None:
+            if hw is not None and nxt is not None:
                 m.set_consumer_lag(tp.partition, int(hw) - nxt)
 
     async def _log_stats(self) -> None:
         if self.stats == self._logged:
             return
         self._logged = replace(self.stats)
-        logger.info("stats %s hosts_live=%d", self.stats, len(self.tables))
+        logger.info("stats %s hosts_live=%d", self.stats, len(self.hosts))
 
     async def agent(self, stream: Any) -> None:
         async for event in stream.events():
             msg = event.message
             try:
-                await self.handle(msg.key, msg.value, msg.tp, msg.offset)
+                stamp = msg.timestamp if msg.timestamp and msg.timestamp > 0 else time.time()
+                await self.handle(msg.key, msg.value, msg.tp, msg.offset, int(stamp * 1000))
             except Exception as exc:
-                # Bad input never gets here (it is a dead letter). Anything else is a bug or a
-                # broken setup: Faust would restart the agent and go on with the next message,
-                # and this one might be committed without its output. Stop the process at once
-                # instead, before any commit: a restarted worker reads the message again.
+                # Bad input never gets here (it is a dead letter), nor does an output too large
+                # to send. Anything else is a bug or a broken setup: Faust would restart the agent
+                # and go on with the next message. Stop the process at once instead, before any
+                # commit: a restarted worker reads the message again.
                 if is_corruption(exc):
                     # A damaged block of the partition's RocksDB: move it aside first, so the
                     # restart rebuilds the partition from the changelog instead of failing again.
@@ -225,61 +386,218 @@ class StreamWorker:
                 logging.shutdown()
                 os._exit(70)
 
-    def _get(self, key: bytes) -> bytes | None:
-        value = self.state.get(key)
-        return value if value is None else bytes(value)
+    # -- in order, every message once ------------------------------------------------------
 
-    async def handle(self, key: bytes | None, value: bytes | None, tp: TP, offset: int) -> None:
-        self.first_offset.setdefault(tp, offset)
-        self.next_offset[tp] = offset + 1
+    async def handle(self, key: bytes | None, value: bytes | None, tp: TP, offset: int, now_ms: int) -> None:
+        """One pages.raw message: processed in offset order (see detemplate.stream.commits)."""
+        progress = self.progress
+        self._last_message[tp] = time.monotonic()
+        if not progress.started(tp):
+            start = await self._start_offset(tp, offset)
+            progress.start(tp, start)
+            self.start_offset[tp] = start
+        position = progress.position(tp, offset)
+        if position is Position.AGAIN:
+            self.stats.skipped += 1
+            self.metrics.order("skipped")
+            return
+        if position is Position.AHEAD:
+            seek, hole = progress.wait(tp, time.monotonic())
+            missing = progress.commit_offset(tp)
+            if not hole:
+                self.stats.deferred += 1
+                self.metrics.order("deferred")
+                if seek and missing is not None:
+                    logger.warning(
+                        "partition=%d offset=%d: offsets from %d not processed yet (skipped by the consumer "
+                        "around a rebalance): fetching them again first", tp.partition, offset, missing,
+                    )
+                    await self.app.consumer.seek(tp, missing)
+                return
+            logger.warning(
+                "partition=%d: offsets %s..%d never came for %.0f s: taken for a hole in the log",
+                tp.partition, missing, offset - 1, progress.hold_s,
+            )
+            progress.skip_to(tp, offset)
+        await self._maybe_sweep(now_ms)
+        await self.process(key, value, tp, offset, now_ms)
+        progress.done(tp, offset)
+
+    async def _start_offset(self, tp: TP, offset: int) -> int:
+        """Where a partition starts in this assignment: its committed offset, or its first one."""
+        consumer = self.app.consumer
+        try:
+            committed = await consumer.start_offset(tp)  # type: ignore[attr-defined]  # SafeCommitConsumer
+        except Exception as exc:  # the broker is unreachable: Faust's copy, else the message's own offset
+            committed = getattr(consumer, "_committed_offset", {}).get(tp)
+            logger.warning("partition=%d: no committed offset from the broker (%r); starting at %s",
+                           tp.partition, exc, offset if committed is None else committed)
+        # A first message below the committed offset (read again): start there, it is processed again.
+        return offset if committed is None else min(int(committed), offset)
+
+    # -- one page --------------------------------------------------------------------------
+
+    async def process(self, key: bytes | None, value: bytes | None, tp: TP, offset: int, now_ms: int) -> None:
+        """Decide one message and send its outputs; its state records before them."""
         self.metrics.page_in()
+        raw = value or b""  # a dead letter carries the message's bytes (empty for a tombstone)
         source = f"{tp.topic}/{tp.partition}/{offset}"
         page = decode_message(key, value, source)
         if isinstance(page, DeadPage):
-            self.metrics.observe_dead(page)
-            await self._send_dead(page, value)
+            await self._send_dead(page, raw)
             return
         host = page.host
-        table = self.tables.get(host)
-        if table is None:
-            table = self.layout.load(self._get, host) or HostTable(self.params.table)
-            self.tables[host] = table
-            self.stats.rebuilt_hosts += 1
-            if len(self.tables) > self.settings.cache_hosts:
-                self.tables.popitem(last=False)  # its state is in the store already
-        else:
-            self.tables.move_to_end(host)
+        hs = await self._host(host, tp.partition)
+        table = hs.table
         if offset <= table.source_offset:
-            await self._replay(page, value, tp, offset)
+            await self._again(page, raw, tp, offset, hs)
             return
         t0 = time.perf_counter()
         outcome = decide(page, table, self.params, self.settings.with_html)
-        self.metrics.observe_outcome(outcome, time.perf_counter() - t0)
-        if outcome.dead is not None:
-            await self._send_dead(outcome.dead, value)
+        self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+        if outcome.dead is not None or outcome.clean is None:
+            await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "no outcome", source), raw)
             return
         table.source_offset = offset
+        events = list(outcome.events)
+        dropped = table.evict_oldest(self.policy.max_table_entries)
+        if dropped:
+            events.append(self._capped(page, table, dropped))
         if self.layout.is_snapshot_page(table.pages):
             await self._before_snapshot(host, table.pages, tp)
-        for rkey, rvalue in self.layout.records(host, table, outcome):
-            await self._put_state(rkey, rvalue, tp)
-            self.metrics.changelog_records()
-            self.stats.state_records += 1
-            self.stats.state_bytes += len(rkey) + len(rvalue)
+        writes: list[tuple[bytes, bytes | None]] = []
+        for suffix, record in self.layout.records(table, outcome):
+            writes += self.layout.physical(host, suffix, record, hs)
+        writes += self._index_records(host, hs, offset, now_ms, force=table.pages == 1 or len(writes) > 1)
+        await self._put_state(tp.partition, writes)
         self.stats.pages += 1
-        await self._send_outcome(host, outcome)
+        await self._publish(host, outcome.clean, events, source, raw)
+
+    def _capped(self, page: RawPage, table: HostTable, dropped: int) -> TemplateEvent:
+        self.stats.capped_tables += 1
+        self.metrics.table_capped()
+        logger.warning("host=%s: table bounded to %d entries (%d dropped, the least recently seen)",
+                       page.host, len(table), dropped)
+        return capped_event(page.host, table.pages, "", dropped, len(table), self.policy.max_table_entries)
+
+    async def _again(self, page: RawPage, raw: bytes | None, tp: TP, offset: int, hs: HostState) -> None:
+        """A page at or below the table's source_offset: a replay, a dead page again, or an old one."""
+        host = page.host
+        try:
+            loaded = self.layout.load_before(self._records(tp.partition, host), offset)
+        except StateError as exc:
+            logger.error("host=%s partition=%d offset=%d: the state before the page does not load: %s",
+                         host, tp.partition, offset, exc)
+            loaded = None
+        if loaded is not None:
+            self.stats.replayed += 1
+            self.metrics.order("replayed")
+            table, delta = loaded
+            t0 = time.perf_counter()
+            outcome = decide(page, table, self.params, self.settings.with_html)
+            self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+            cluster = -1 if outcome.cluster is None else outcome.cluster
+            if outcome.applied != delta.keys or cluster != delta.cluster or outcome.clean is None:
+                logger.error(
+                    "host=%s partition=%d offset=%d: replayed page decided differently than the first time",
+                    host, tp.partition, offset,
+                )
+            if outcome.clean is None:
+                await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "", page.source), raw)
+                return
+            events = list(outcome.events)
+            dropped = table.evict_oldest(self.policy.max_table_entries)
+            if dropped:
+                events.append(capped_event(host, table.pages, "", dropped, len(table), self.policy.max_table_entries))
+            await self._publish(host, outcome.clean, events, page.source, raw)
+            return
+        # No delta has this offset. A dead page leaves none: deciding it again gives the same
+        # dead letter (a page's deadness does not depend on the table). Otherwise the page is
+        # older than the retained deltas or was never applied: decide it against a copy of
+        # the current table, so that it has an output, and leave the state as it is.
+        work = HostTable.from_bytes(hs.table.to_bytes(), self.params.table)
+        t0 = time.perf_counter()
+        outcome = decide(page, work, self.params, self.settings.with_html)
+        self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+        if outcome.clean is None:
+            await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "", page.source), raw)
+            return
+        self.stats.redecided += 1
+        self.metrics.order("redecided")
+        logger.warning(
+            "host=%s partition=%d offset=%d: a page at or below the state's last offset %d without a delta "
+            "(older than the retained deltas, or never applied): decided against the current table, not applied",
+            host, tp.partition, offset, hs.table.source_offset,
+        )
+        await self._publish(host, outcome.clean, (), page.source, raw)
+
+    async def _host(self, host: str, partition: int) -> HostState:
+        """The live state of a host, loaded from the partition's store on first use."""
+        hs = self.hosts.get(host)
+        if hs is not None:
+            self.hosts.move_to_end(host)
+            return hs
+        try:
+            loaded = self.layout.host_state(host, self._records(partition, host))
+        except StateError as exc:
+            # Records that do not decode or do not join up (never written by this layout): the
+            # host starts afresh rather than stopping the partition; its old records go first.
+            logger.error("host=%s partition=%d: its state does not load (%s): dropped, the host starts afresh",
+                         host, partition, exc)
+            self.metrics.order("state_reset")
+            keys = [*self.store.keys_with_prefix(partition, host_prefix(host)), index_key(host)]
+            await self._put_state(partition, [(k, None) for k in keys])
+            loaded = None
+        hs = loaded if loaded is not None else HostState(HostTable(self.params.table))
+        index = self.store.get_record(partition, index_key(host))
+        if index is not None and loaded is not None:
+            try:
+                entry = IndexEntry.from_bytes(host, index)
+                hs.index_page, hs.index_ms = entry.last_page, entry.last_ms
+            except StateError:
+                pass  # rewritten on this page
+        self.hosts[host] = hs
+        self.stats.rebuilt_hosts += 1
+        if len(self.hosts) > self.settings.cache_hosts:
+            self.hosts.popitem(last=False)  # its state is in the store already
+        return hs
+
+    def _records(self, partition: int, host: str) -> dict[bytes, bytes]:
+        """A host's records in the partition's store, by suffix (one range scan)."""
+        prefix = host_prefix(host)
+        return {k[len(prefix) :]: v for k, v in self.store.scan(partition, prefix).items()}
+
+    def _index_records(
+        self, host: str, hs: HostState, offset: int, now_ms: int, force: bool
+    ) -> list[tuple[bytes, bytes | None]]:
+        """The host's index entry, when it is due: its first page, a snapshot page, or stale."""
+        refresh_ms = INDEX_REFRESH_MS
+        if self.policy.ttl_s:
+            refresh_ms = min(refresh_ms, int(self.policy.ttl_s * 1000 / 8))
+        due = force or hs.index_page < 0 or now_ms - hs.index_ms >= refresh_ms
+        if self.policy.ttl_pages and offset - hs.index_page >= max(1, self.policy.ttl_pages // 8):
+            due = True
+        if not due:
+            return []
+        key = index_key(host)
+        entry = IndexEntry(host, offset, now_ms, hs.state_bytes + len(key) + 36, hs.table.pages)
+        hs.index_page, hs.index_ms = offset, now_ms
+        return [(key, entry.to_bytes())]
 
     async def _before_snapshot(self, host: str, page_no: int, tp: TP) -> None:
         """Make sure the pages the older snapshot covers are committed before it is dropped."""
         old = page_no - self.layout.k
         if old <= 0:
             return
-        old_offset = self.layout.offset_of_page(self._get, host, old)
+        old_offset = self.layout.offset_of_page(self._records(tp.partition, host), old)
         if old_offset is None or self._committed(tp, old_offset):
             return
-        self.stats.forced_commits += 1
-        await self.app.consumer.commit()
+        if self.settings.commit_before_snapshot:
+            self.stats.forced_commits += 1
+            await self.app.consumer.commit()
         if not self._committed(tp, old_offset):
+            # A replay of that page after a crash now finds no snapshot to rebuild it from: it
+            # is decided against the current table (`_again`), so it still has an output.
             logger.warning(
                 "host=%s partition=%d offset=%d: page %d not committed before its snapshot was replaced",
                 host, tp.partition, old_offset, old,
@@ -288,40 +606,72 @@ class StreamWorker:
     def _committed(self, tp: TP, offset: int) -> bool:
         """Whether `offset` of `tp` is committed (will not be read again after a restart)."""
         committed = self.app.monitor.tp_committed_offsets.get(tp, -1)
-        # Offsets below the first one this worker read since it got the partition were
-        # committed before (a consumer starts at the committed offset).
-        return offset < max(committed, self.first_offset.get(tp, 0))
+        # Offsets below the one this worker started the partition at were committed before.
+        return offset < max(committed, self.start_offset.get(tp, 0))
 
-    async def _replay(self, page: RawPage, raw: bytes | None, tp: TP, offset: int) -> None:
-        """A page the state already holds: send its outputs again, identical, without applying it."""
-        self.stats.replayed += 1
-        loaded = self.layout.load_before(self._get, page.host, offset)
-        if loaded is None:
-            outcome = decide(page, HostTable(self.params.table), self.params, self.settings.with_html)
-            if outcome.dead is not None:  # it was dead the first time, too
-                self.metrics.observe_dead(outcome.dead)
-                await self._send_dead(outcome.dead, raw)
-                return
-            self.stats.unrecoverable += 1
-            logger.error(
-                "host=%s partition=%d offset=%d: replayed page older than the retained deltas; not sent again",
-                page.host, tp.partition, offset,
-            )
+    # -- whole hosts leave -------------------------------------------------------------------
+
+    async def _maybe_sweep(self, now_ms: int) -> None:
+        if not self.policy.expires:
             return
-        table, delta = loaded
-        t0 = time.perf_counter()
-        outcome = decide(page, table, self.params, self.settings.with_html)
-        self.metrics.observe_outcome(outcome, time.perf_counter() - t0)
-        cluster = -1 if outcome.cluster is None else outcome.cluster
-        if outcome.applied != delta.keys or cluster != delta.cluster:
-            logger.error(
-                "host=%s partition=%d offset=%d: replayed page decided differently than the first time",
-                page.host, tp.partition, offset,
-            )
-        await self._send_outcome(page.host, outcome)
+        now = time.monotonic()
+        if now - self._last_sweep < self.settings.expiry_sweep_s:
+            return
+        self._last_sweep = now
+        await self.sweep(int(time.time() * 1000))
 
-    async def _put_state(self, key: bytes, value: bytes, tp: TP) -> None:
-        """Write one state record: to the local store, and to the changelog partition of `tp`.
+    async def sweep(self, now_ms: int) -> list[Expired]:
+        """Drop the hosts of this worker's partitions that expiry or the byte budget picks."""
+        t0 = time.perf_counter()
+        entries: list[IndexEntry] = []
+        partition_of: dict[str, int] = {}
+        page_now: dict[str, int] = {}
+        committed: dict[str, int] = {}
+        raw_tps = [tp for tp in self.app.consumer.assignment() if tp.topic == self.settings.topic_raw]
+        for tp in raw_tps:
+            done = max(self.app.monitor.tp_committed_offsets.get(tp, -1), self.start_offset.get(tp, 0))
+            nxt = self.progress.commit_offset(tp)
+            for key, value in self.store.scan(tp.partition, INDEX_PREFIX).items():
+                host = host_of(key)
+                if host is None:
+                    continue
+                entries.append(IndexEntry.from_bytes(host, value))
+                partition_of[host] = tp.partition
+                page_now[host] = nxt if nxt is not None else done
+                committed[host] = done
+        # A host whose last page is not committed yet is never dropped: a replay of that page
+        # after a crash would find no state and decide it as a new host's first page.
+        candidates = [e for e in entries if e.last_page < committed[e.host]]
+        expired = choose_expired(candidates, self.policy, now_ms, page_now)
+        for x in expired:
+            await self._drop_host(partition_of[x.entry.host], x)
+        kept = len(entries) - len(expired)
+        kept_bytes = sum(e.state_bytes for e in entries) - sum(x.entry.state_bytes for x in expired)
+        self.metrics.set_store_size(kept, kept_bytes)
+        if expired or entries:
+            logger.info("expiry sweep: %d hosts in %d partitions, %d dropped, %d bytes kept, %.3f s",
+                        len(entries), len(raw_tps), len(expired), kept_bytes, time.perf_counter() - t0)
+        return expired
+
+    async def _drop_host(self, partition: int, x: Expired) -> None:
+        host = x.entry.host
+        prefix = host_prefix(host)
+        records = self.store.scan(partition, prefix)
+        # The event says what the host held now (its index entry may be a few pages old).
+        logical = assemble({k[len(prefix) :]: v for k, v in records.items()})
+        pages = max((d.page_no for d in self.layout.deltas(logical).values()), default=x.entry.pages)
+        nbytes = sum(len(k) + len(v) for k, v in records.items())
+        x = replace(x, entry=replace(x.entry, pages=pages, state_bytes=nbytes + len(index_key(host)) + 36))
+        await self._put_state(partition, [(k, None) for k in [*records, index_key(host)]])
+        self.hosts.pop(host, None)
+        self.stats.expired_hosts += 1
+        self.metrics.host_expired(x.reason)
+        await self._publish_events(host, [expired_event(x)], f"expiry of {host}")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    async def _put_state(self, partition: int, writes: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Write state records (None: a tombstone) to the partition's store and its changelog partition.
 
         Not through the Faust table's own changelog path (`table[key] = value`): that goes
         through Faust's ProducerBuffer, whose flush returns after 0.1 s without a message
@@ -331,9 +681,16 @@ class StreamWorker:
         Sent here, the record is in aiokafka's accumulator before the agent takes the next
         message, so the flush Faust runs before committing this offset covers it.
         """
-        self.state.data[key] = value  # the table's store: RocksDB, partition of the current event
-        fut = await self.app.producer.send(self.settings.topic_state, key, value, tp.partition, None, None)
-        fut.add_done_callback(self._on_state_sent)  # type: ignore[attr-defined]
+        writes = list(writes)
+        if not writes:
+            return
+        self.store.write(partition, writes)
+        for key, value in writes:
+            fut = await self.app.producer.send(self.settings.topic_state, key, value, partition, None, None)
+            fut.add_done_callback(self._on_state_sent)  # type: ignore[attr-defined]
+            self.metrics.changelog_records()
+            self.stats.state_records += 1
+            self.stats.state_bytes += len(key) + len(value or b"")
 
     def _on_state_sent(self, fut: Any) -> None:
         _exit_on_send_error(fut)
@@ -346,24 +703,80 @@ class StreamWorker:
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
         # Straight to the producer (Faust's Topic.send costs more per message than the
         # page's own JSON). Faust flushes this producer before it commits input offsets.
+        # Every value here was sized against the limit first (detemplate.stream.outputs).
         fut = await self.app.producer.send(topic, key, value, None, None, None)
         fut.add_done_callback(_exit_on_send_error)  # type: ignore[attr-defined]
 
-    async def _send_outcome(self, host: str, outcome: Outcome) -> None:
-        hkey = host.encode()
-        assert outcome.clean is not None
-        try:
-            await self._send(self.settings.topic_clean, hkey, codec.encode_clean(outcome.clean))
-        except MessageSizeTooLargeError as exc:  # raised before sending: the page goes on as a dead letter
-            clean = outcome.clean
-            await self._send_dead(DeadPage(clean.url, host, "output_too_large", str(exc), ""), None)
-        for ev in outcome.events:
-            await self._send(self.settings.topic_events, hkey, codec.encode_event(ev))
+    async def _publish(
+        self, host: str, clean: CleanPage, events: Iterable[TemplateEvent], source: str, raw: bytes | None
+    ) -> None:
+        """A page's clean record (or the dead letter that replaces it) and its events."""
+        key = output_key(host)
+        fitted = fit_clean(clean, key, self.limits, source)
+        if fitted.value is None:
+            assert fitted.dead is not None
+            logger.warning("host=%s %s: %s", host, source, fitted.dead.detail)
+            await self._send_dead(fitted.dead, raw)
+        else:
+            if fitted.omitted:
+                self.stats.reduced += 1
+                logger.info("host=%s %s: clean page of %s sent without %s to fit %d bytes", host, source,
+                            clean.url[:200], ", ".join(fitted.omitted), self.limits.max_message_bytes)
+            self.metrics.published_clean(fitted.omitted)
+            await self._send(self.settings.topic_clean, key, fitted.value)
+        await self._publish_events(host, events, source)
+
+    async def _publish_events(self, host: str, events: Iterable[TemplateEvent], source: str) -> None:
+        key = output_key(host)
+        for ev in events:
+            fitted = fit_event(ev, key, self.limits, source)
+            if fitted.value is None:
+                assert fitted.dead is not None
+                await self._send_dead(fitted.dead, None)
+                continue
+            self.metrics.published_event(ev.type)
+            await self._send(self.settings.topic_events, key, fitted.value)
 
     async def _send_dead(self, dead: DeadPage, raw: bytes | None) -> None:
         self.stats.dead += 1
-        logger.debug("dead letter %s: %s (%s)", dead.reason, dead.detail, dead.source)
-        await self._send(self.settings.topic_dead, dead.host.encode(), codec.encode_dead(dead, raw or b""))
+        logger.debug("dead letter %s: %s (%s)", dead.reason, dead.detail[:300], dead.source)
+        key, value = fit_dead(dead, raw, self.limits)
+        self.metrics.published_dead(dead.reason)
+        await self._send(self.settings.topic_dead, key, value)
+
+
+def _log_tasks() -> None:
+    """Log where every task of the running event loop waits (the whole chain of awaits), and
+    every thread's stack."""
+    import io
+    import sys
+    import threading
+    import traceback
+
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        out.write(f"task {task.get_name()}:\n")
+        for line in _await_chain(task.get_coro()):
+            out.write(f"  {line}\n")
+    names = {t.ident: t.name for t in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        out.write(f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame, limit=12))}")
+    logger.warning("tasks and threads:\n%s", out.getvalue())
+
+
+def _await_chain(obj: Any, depth: int = 40) -> list[str]:
+    """Where a coroutine (or async generator) waits: each frame down its chain of awaits."""
+    lines = []
+    while obj is not None and depth > 0:
+        depth -= 1
+        frame = getattr(obj, "cr_frame", None) or getattr(obj, "ag_frame", None) or getattr(obj, "gi_frame", None)
+        if frame is not None:
+            lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        nxt = getattr(obj, "cr_await", None) or getattr(obj, "ag_await", None) or getattr(obj, "gi_yieldfrom", None)
+        if nxt is None and isinstance(obj, asyncio.Future) and not isinstance(obj, asyncio.Task):
+            lines.append(f"a future: {obj!r}"[:300])
+        obj = nxt
+    return lines
 
 
 def _exit_on_send_error(fut: Any) -> None:
@@ -371,11 +784,19 @@ def _exit_on_send_error(fut: Any) -> None:
 
     This callback runs before Faust's flush-then-commit can go on, so the input offsets
     of the lost message are not committed: a restarted worker reads them again, as after
-    SIGKILL (which the state design recovers from with nothing lost).
+    SIGKILL (which the state design recovers from with nothing lost). Outputs are sized
+    before they are sent, so a message too large for the producer never gets here; one
+    the broker refuses as too large means the broker's limit is below the worker's.
     """
     if fut.cancelled() or fut.exception() is None:
         return
-    logger.critical("a message could not be sent, exiting so that its input is read again: %r", fut.exception())
+    exc = fut.exception()
+    if "TooLarge" in type(exc).__name__:
+        logger.critical(
+            "the broker refused a message as too large: DETEMPLATE_MAX_MESSAGE_BYTES must not exceed the "
+            "brokers' message.max.bytes (or the topics' max.message.bytes): %r", exc,
+        )
+    logger.critical("a message could not be sent, exiting so that its input is read again: %r", exc)
     os._exit(70)
 
 
@@ -395,6 +816,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         broker_rebalance_timeout=settings.rebalance_timeout_s,
         broker_commit_interval=settings.commit_interval_s,
         producer_linger=settings.linger_ms / 1000.0,
+        producer_max_request_size=settings.max_message_bytes,
         table_standby_replicas=settings.standby_replicas,
         consumer_auto_offset_reset="earliest",
         producer_compression_type=settings.compression or None,
@@ -403,3 +825,6 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
     )
     worker = StreamWorker(app, settings, params or settings.engine_params())
     return app, worker
+
+
+__all__ = ["DetemplateApp", "StreamWorker", "WorkerStats", "build_app", "check_host", "decode_message"]

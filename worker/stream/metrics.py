@@ -5,11 +5,15 @@ can make several). The worker feeds it what the pipeline returned; nothing here 
 Kafka or the environment.
 
     metrics = Metrics()
-    server = metrics.start_server("0.0.0.0", 9100)     # /metrics, /healthz, /readyz
+    server = metrics.start_server("0.0.0.0", 8780)     # /metrics, /healthz, /readyz
     metrics.page_in()                                 # every pages.raw message read
-    metrics.observe_outcome(outcome, seconds)         # every page decided
-    metrics.observe_dead(dead)                        # dead before the pipeline (decoding)
+    metrics.observe_decision(outcome, seconds)        # every page decided: latency, template share
+    metrics.published_clean(omitted)                  # what went out: clean pages (lean or not),
+    metrics.published_event(type)                     #   events,
+    metrics.published_dead(reason)                    #   dead letters
+    metrics.order(kind)                               # replayed, redecided, deferred or skipped messages
     metrics.changelog_records(n)                      # state records written
+    metrics.host_expired(reason), table_capped()      # whole-host expiry, bounded tables
     metrics.observe_tables(tables)                    # from a timer: hosts, segments
     metrics.set_consumer_lag(partition, lag)          # from a timer
     metrics.beat()                                    # from a timer: the event loop runs
@@ -21,17 +25,29 @@ stuck loop fails /healthz even though the thread still answers.
 
 Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``):
 
+    build_info{version,python,page_walk}   1, with the build in its labels
     pages_in_total                  pages.raw messages read
     pages_out_total                 clean pages published
+    outputs_reduced_total{omitted}  clean pages published in their lean form, by what they leave out
     pages_dead_total{reason}        dead letters published, by reason
     events_total{type}              template events published, by type
-    changelog_records_total         state changelog records written
+    pages_order_total{kind}         replayed (sent again, identical), redecided (no delta: decided
+                                    against the current table), deferred (past a gap, waiting for
+                                    the offsets before it), skipped (processed already), refetched
+                                    (a partition behind its end that delivered nothing: sought back),
+                                    state_reset (a host's records did not load)
+    partitions_waiting              partitions waiting for a missing offset now
+    changelog_records_total         state changelog records written (tombstones included)
+    hosts_expired_total{reason}     whole hosts dropped: unseen_pages, unseen_time, budget
+    tables_capped_total             pages after which a host's table was bounded (max_table_entries)
+    hosts_in_store, state_bytes     hosts and bytes of state in this worker's partitions (each sweep)
     page_latency_seconds            histogram: decide time per page
-    template_share                  template chars / all chars over the last N clean pages
+    template_share_ratio            template chars / all chars over the last N clean pages
     hosts_in_state                  hosts with a live table on this worker
     segments_in_state               table entries over those tables (segment and pagelet keys)
     consumer_lag{partition}         high watermark minus next offset to read
     ready                           1 when /readyz answers 200
+    process_*, python_*             the process' CPU, memory, open files (prometheus_client's collectors)
 """
 
 from __future__ import annotations
@@ -44,8 +60,18 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 
+from ..engine.errors import ConfigError
 from ..engine.model import DeadPage, Outcome
 from ..engine.table import HostTable
 
@@ -71,6 +97,11 @@ class Metrics:
             raise ValueError("share_window must be at least 1")
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.build_info = Gauge(
+            f"{PREFIX}_build_info", "1, with the build in the labels", ["version", "python", "page_walk"], registry=r
+        )
         self.pages_in = Counter(f"{PREFIX}_pages_in", "pages.raw messages read", registry=r)
         self.pages_out = Counter(f"{PREFIX}_pages_out", "clean pages published", registry=r)
         self.pages_dead = Counter(f"{PREFIX}_pages_dead", "dead letters published, by reason", ["reason"], registry=r)
@@ -79,8 +110,24 @@ class Metrics:
         self.latency = Histogram(
             f"{PREFIX}_page_latency_seconds", "decide time per page", buckets=LATENCY_BUCKETS, registry=r
         )
+        self.reduced = Counter(
+            f"{PREFIX}_outputs_reduced", "clean pages published in their lean form, by what they leave out",
+            ["omitted"], registry=r,
+        )
+        self.order_counter = Counter(
+            f"{PREFIX}_pages_order", "messages replayed, redecided, deferred or skipped (see docs/stream.md)",
+            ["kind"], registry=r,
+        )
+        self.waiting = Gauge(f"{PREFIX}_partitions_waiting", "partitions waiting for a missing offset", registry=r)
+        self.expired = Counter(f"{PREFIX}_hosts_expired", "whole hosts dropped from the state, by reason",
+                               ["reason"], registry=r)
+        self.capped = Counter(f"{PREFIX}_tables_capped", "pages after which a host's table was bounded", registry=r)
+        self.store_hosts = Gauge(f"{PREFIX}_hosts_in_store", "hosts in this worker's partitions (last sweep)",
+                                 registry=r)
+        self.store_bytes = Gauge(f"{PREFIX}_state_bytes", "bytes of state in this worker's partitions (last sweep)",
+                                 registry=r)
         self.template_share = Gauge(
-            f"{PREFIX}_template_share",
+            f"{PREFIX}_template_share_ratio",
             f"template chars / all chars over the last {share_window} clean pages",
             registry=r,
         )
@@ -107,12 +154,20 @@ class Metrics:
         self.pages_in.inc(n)
 
     def observe_outcome(self, outcome: Outcome, seconds: float) -> None:
-        """Count one decided page: its clean page or dead letter, events, latency, template share."""
-        self.latency.observe(seconds)
+        """A decided page as if all it produced were published: `observe_decision`, then its
+        clean page or dead letter and its events counted (what the worker does in steps)."""
+        self.observe_decision(outcome, seconds)
         if outcome.dead is not None:
-            self.pages_dead.labels(reason=outcome.dead.reason).inc()
+            self.published_dead(outcome.dead.reason)
         if outcome.clean is not None:
-            self.pages_out.inc()
+            self.published_clean()
+        for event in outcome.events:
+            self.published_event(event.type)
+
+    def observe_decision(self, outcome: Outcome, seconds: float) -> None:
+        """A page decided: its latency, and its share of template text when clean (nothing counted)."""
+        self.latency.observe(seconds)
+        if outcome.clean is not None:
             chars = 0
             tchars = 0
             for b in outcome.clean.blocks:
@@ -120,8 +175,36 @@ class Metrics:
                 if b.verdict == "template":
                     tchars += b.chars
             self._add_share(chars, tchars)
-        for event in outcome.events:
-            self.events.labels(type=event.type).inc()
+
+    def published_clean(self, omitted: tuple[str, ...] = ()) -> None:
+        self.pages_out.inc()
+        for name in omitted:
+            self.reduced.labels(omitted=name).inc()
+
+    def published_event(self, kind: str) -> None:
+        self.events.labels(type=kind).inc()
+
+    def published_dead(self, reason: str) -> None:
+        self.pages_dead.labels(reason=reason).inc()
+
+    def order(self, kind: str) -> None:
+        self.order_counter.labels(kind=kind).inc()
+
+    def set_waiting_partitions(self, n: int) -> None:
+        self.waiting.set(n)
+
+    def host_expired(self, reason: str) -> None:
+        self.expired.labels(reason=reason).inc()
+
+    def table_capped(self) -> None:
+        self.capped.inc()
+
+    def set_store_size(self, hosts: int, nbytes: int) -> None:
+        self.store_hosts.set(hosts)
+        self.store_bytes.set(nbytes)
+
+    def set_build(self, version: str, python: str, page_walk: str) -> None:
+        self.build_info.labels(version=version, python=python, page_walk=page_walk).set(1)
 
     def observe_dead(self, dead: DeadPage) -> None:
         """Count a dead letter that never reached the pipeline (undecodable message, bad key)."""
@@ -194,7 +277,7 @@ class Metrics:
 
     # -- the HTTP server --------------------------------------------------------------
 
-    def start_server(self, host: str = "0.0.0.0", port: int = 9100) -> MetricsServer:
+    def start_server(self, host: str = "0.0.0.0", port: int = 8780) -> MetricsServer:
         """Serve /metrics, /healthz and /readyz in a daemon thread; port 0 picks a free port."""
         server = MetricsServer(self, host, port)
         server.start()
@@ -206,7 +289,13 @@ class MetricsServer:
 
     def __init__(self, metrics: Metrics, host: str, port: int) -> None:
         handler = _handler_for(metrics)
-        self._httpd = ThreadingHTTPServer((host, port), handler)
+        try:
+            self._httpd = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise ConfigError(
+                f"the metrics endpoint cannot listen on {host}:{port} ({exc.strerror or exc}): another process has "
+                "it? Give --metrics-port (or DETEMPLATE_METRICS_PORT) another port, 0 for any free one, -1 for none"
+            ) from exc
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="detemplate-metrics", daemon=True)
 

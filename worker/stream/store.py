@@ -119,6 +119,39 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         self.verified.add(partition)
         return db
 
+    def scan(self, partition: int, prefix: bytes) -> dict[bytes, bytes]:
+        """Every record of a partition's database whose key starts with `prefix` (one range scan)."""
+        from ..state.rocks import scan_prefix
+
+        return scan_prefix(self._db_for_partition(partition), prefix)
+
+    def keys_with_prefix(self, partition: int, prefix: bytes) -> list[bytes]:
+        """The keys of a partition's database that start with `prefix`."""
+        db = self._db_for_partition(partition)
+        out = []
+        for key in db.keys(from_key=prefix):
+            if not key.startswith(prefix):
+                break
+            out.append(bytes(key))
+        return out
+
+    def get_record(self, partition: int, key: bytes) -> bytes | None:
+        """One record of a partition's database."""
+        value = self._db_for_partition(partition).get(key)
+        return None if value is None else bytes(value)
+
+    def write(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Put (or, for None, delete) records in a partition's database, in one batch."""
+        import rocksdict
+
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for key, value in records:
+            if value is None:
+                batch.delete(key)
+            else:
+                batch.put(key, value)
+        self._db_for_partition(partition).write(batch)
+
     def quarantine(self, partition: int, why: str) -> Path | None:
         """Move a partition's database aside and log it; it is rebuilt from the changelog when next opened."""
         path = Path(self.partition_path(partition))

@@ -70,6 +70,7 @@ class PageView:
     history_events: tuple[TemplateEvent, ...] = ()
     position: int | None = None  # index of this page in history, when it is part of it
     params: EngineParams = field(default_factory=EngineParams)
+    history_basis: str = ""  # what the chart replays, when it is not what the page was decided against
 
 
 def copy_table(table: HostTable) -> HostTable:
@@ -119,6 +120,7 @@ def build_view(
     history: tuple[HostPoint, ...] = (),
     history_events: tuple[TemplateEvent, ...] = (),
     position: int | None = None,
+    history_basis: str = "",
 ) -> PageView:
     """Decide `page` on a copy of `table` and gather what the view shows about it."""
     work = copy_table(table)
@@ -152,6 +154,7 @@ def build_view(
         history_events=history_events,
         position=position,
         params=params,
+        history_basis=history_basis,
     )
 
 
@@ -241,7 +244,7 @@ def render(view: PageView) -> str:
         methods = sorted({b.method for b in blocks})
         parts.append('<div class="cards">')
         for value, label in (
-            (f"{clean.page_no:,}", "host page no."),
+            (f"{clean.page_no:,}", "host page no." if not view.history_basis else "host page no. in the state"),
             (f"{tblocks} / {len(blocks)}", "template blocks"),
             (f"{share:.0%}", "text removed"),
             (f"{len(clean.text):,}", "chars kept"),
@@ -314,11 +317,10 @@ def _host_section(view: PageView) -> str:
         rows.append(("template share, all replayed", f"{mean:.0%}"))
     dl = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
     chart = share_chart(view.history, view.history_events, view.position) + _CHART_KEY
-    note = (
-        ""
-        if view.history
-        else '<p class="basis">No history: pass --input with the host\'s pages to chart its template share.</p>'
-    )
+    if not view.history:
+        note = '<p class="basis">No history: pass --input with the host\'s pages to chart its template share.</p>'
+    else:
+        note = f'<p class="basis">{e(view.history_basis)}</p>' if view.history_basis else ""
     return (
         f'<section class="host"><div><h2>Host {e(view.page.host)} '
         f'<span style="font-weight:400;color:#5d6b7a">after this page</span></h2><dl>{dl}</dl></div>'
@@ -447,7 +449,16 @@ def cmd_show(args: argparse.Namespace) -> int:
         else:
             table = HostTable(params.table)
             basis = "an empty table: nothing learned about the host yet (give --state or --input)"
-        view = build_view(page, table, params, basis, tuple(history), tuple(events), position)
+        history_basis = ""
+        if args.state and history:
+            # The state keeps no history: the chart is the input's pages on a fresh table, which
+            # need not be the pages the state has seen (its page numbers are the input's).
+            history_basis = (
+                f"The chart replays the host's {len(history):,} pages of --input on a fresh table (its pages "
+                f"{history[0].page_no:,} to {history[-1].page_no:,}); the page above was decided against the "
+                f"state, which had seen {table.pages:,} of the host's pages."
+            )
+        view = build_view(page, table, params, basis, tuple(history), tuple(events), position, history_basis)
         Path(args.output).write_text(render(view), encoding="utf-8")
     except DetemplateError as exc:
         print(f"detemplate show: {exc}", file=sys.stderr)
@@ -498,17 +509,21 @@ def _stream_table(path: Path, partitions: list[Path], host: str, params: EngineP
     from rocksdict import AccessType, Options, Rdict
 
     from ..settings import load as load_settings
-    from ..state.changelog import StateLayout
+    from ..state.changelog import StateLayout, host_prefix
+    from ..state.rocks import scan_prefix
 
-    # The delta slots depend on K: the worker's DETEMPLATE_SNAPSHOT_EVERY must be set here too.
-    layout = StateLayout(params, load_settings().snapshot_every)
+    settings = load_settings()
+    # The snapshot period and the table bound must be the worker's: its DETEMPLATE_* settings apply here too.
+    layout = StateLayout(params, settings.snapshot_every, max_table_entries=settings.max_table_entries)
+    prefix = host_prefix(host)
     for db_path in partitions:
         try:
             db = Rdict(str(db_path), Options(raw_mode=True), access_type=AccessType.read_only())
         except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
             raise StateError(f"cannot open the worker state {db_path}: {exc}") from exc
         try:
-            table = layout.load(db.get, host)
+            records = {k[len(prefix):]: v for k, v in scan_prefix(db, prefix).items()}
+            table = layout.load(records)
         except Exception as exc:
             if isinstance(exc, DetemplateError):
                 raise
@@ -535,11 +550,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
         epilog=(
             "Examples: detemplate show https://blog.example/a.html --input crawl.jsonl --state state/ -o a.html; "
-            "detemplate show site/page.html --input site/ -o view.html"
+            "detemplate show site/page.html --input site/ -o view.html. A URL is looked up in --input (the "
+            "state holds no pages)."
         ),
     )
     p.add_argument("target", metavar="URL-or-FILE", help="the page's URL (found in --input) or an .html file")
-    p.add_argument("-o", "--output", required=True, help="write the HTML view here")
+    p.add_argument("-o", "--output", default="show.html", help="write the HTML view here (default: show.html)")
     p.add_argument(
         "--state",
         metavar="DIR",

@@ -45,6 +45,7 @@ from typing import Any
 
 from ..engine.model import RawPage
 from ..settings import StreamSettings
+from ..state.changelog import SEP, TABLE_PREFIX, record_kind
 from .samples import LAYOUTS, _page
 
 SEASON_PAGES = 40  # a host's seasonal nav item changes every this many of its pages
@@ -189,8 +190,9 @@ def wal_bytes(data: Path) -> int:
     return sum(f.stat().st_size for f in data.rglob("*.log") if f.is_file())
 
 
-def scrape(port: int) -> dict[str, float]:
-    """The unlabelled detemplate_* values of the worker's /metrics (loopback)."""
+def scrape(port: int, labelled: bool = False) -> dict[str, float]:
+    """The unlabelled detemplate_* values of the worker's /metrics (loopback); with `labelled`,
+    the labelled series too (their labels in the name)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             text = resp.read().decode()
@@ -198,8 +200,8 @@ def scrape(port: int) -> dict[str, float]:
         return {}
     out = {}
     for line in text.splitlines():
-        if line.startswith("detemplate_") and "{" not in line:
-            name, _, value = line.partition(" ")
+        if line.startswith("detemplate_") and (labelled or "{" not in line):
+            name, _, value = line.rpartition(" ")
             try:
                 out[name] = float(value)
             except ValueError:
@@ -222,7 +224,7 @@ class ChangelogSize:
         size = len(k) + len(value or b"")
         self.appended_bytes += size
         self.records += 1
-        if k.startswith(b"d/"):
+        if record_kind(k) == "delta":
             self.deltas += 1  # one per page decided (a dead page writes none)
         self.compacted_bytes += size - self.latest.get(k, 0)
         self.latest[k] = size
@@ -330,7 +332,7 @@ async def _soak(args: argparse.Namespace, settings: StreamSettings, bootstrap: s
                 next_sample = (log.deltas // every + 1) * every
         await prod.flush()
         # What pages.clean and pages.dead hold (high watermarks from Fetch: Tansu's ListOffsets is low).
-        from ..stream.tansu import fetch_highwaters
+        from ..stream.kafka_io import fetch_highwaters
 
         outs = {}
         for topic in (settings.topic_clean, settings.topic_dead):
@@ -460,9 +462,10 @@ def store_soak(args: argparse.Namespace) -> int:
             h = rng.randrange(hosts)
             page_no[h] += 1
             p = page_no[h]
-            records = [(b"d/%d/%s" % (p % (2 * k), names[h]), args.delta_bytes)]
+            prefix = TABLE_PREFIX + names[h] + SEP
+            records = [(prefix + b"d%d" % (p % (2 * k)), args.delta_bytes)]
             if p % k == 0:
-                records.append((b"s/%d/%s" % ((p // k) % 2, names[h]), args.snapshot_bytes))
+                records.append((prefix + b"s%d" % ((p // k) % 2), args.snapshot_bytes))
             for key, size in records:
                 off = rng.randrange(len(pool) - size)
                 value = pool[off:off + size]
