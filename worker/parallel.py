@@ -54,18 +54,16 @@ from typing import IO, TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_intdigest
 
-from .engine.errors import ConfigError, DetemplateError, StateError
+from .engine.errors import ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage, TemplateEvent
-from .engine.params import EngineParams, TableParams
+from .engine.params import EngineParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import iter_inputs
 from .state.base import SegmentStore
 from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
-
-# RocksStore's layout (state/rocks.py), read here (read-only), never written: one place defines it.
-from .state.rocks import _FORMAT, _FORMAT_KEY, _TABLE_PREFIX, RocksStore
+from .state.rocks import ReadOnlyTables, RocksStore
 
 if TYPE_CHECKING:
     from multiprocessing.sharedctypes import Synchronized
@@ -208,41 +206,10 @@ def _job_writer(fmt: str, out: IO[bytes], options: OutputOptions) -> Writer:
     return _ParquetRows(out, options) if fmt == "parquet" else make_writer(fmt, out, options)
 
 
-class _ReadOnlyTables:
-    """The host tables of a RocksStore's database, opened read-only."""
-
-    def __init__(self, path: str, params: TableParams) -> None:
-        from rocksdict import AccessType, Options, Rdict
-
-
-        self.path = path
-        self.params = params
-        try:
-            self._db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
-            fmt = self._db.get(_FORMAT_KEY)
-        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
-            raise StateError(f"cannot open RocksDB state at {path} read-only: {exc}") from exc
-        if fmt not in (None, _FORMAT):
-            raise StateError(f"state at {path} has format {fmt!r}, this version reads {_FORMAT!r}")
-
-    def get(self, host: str) -> HostTable | None:
-        try:
-            data = self._db.get(_TABLE_PREFIX + host.encode())
-        except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
-            raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
-        if data is None:
-            return None
-        assert isinstance(data, bytes)  # raw_mode: values are bytes
-        return HostTable.from_bytes(data, self.params)
-
-    def close(self) -> None:
-        self._db.close()
-
-
 class _LayeredStore:
     """A worker's store: its own tables, each loaded from the run's state when first asked for."""
 
-    def __init__(self, own: SegmentStore, base: _ReadOnlyTables | None) -> None:
+    def __init__(self, own: SegmentStore, base: ReadOnlyTables | None) -> None:
         self.own = own
         self.base = base
 
@@ -314,7 +281,7 @@ def _decide_share(
 ) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
     out_path, events_path, _ = _paths(work, index)
-    base = _ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
+    base = ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
     store = _LayeredStore(_own_store(spec, work, index), base)
     try:
         with open(out_path, "wb", buffering=1 << 20) as out_fh, open(events_path, "wb", buffering=1 << 20) as ev_fh:

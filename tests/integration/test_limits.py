@@ -43,7 +43,7 @@ def test_poison_outputs_come_out_as_lean_pages_or_dead_letters_and_the_worker_go
     html = f"<html><body><h1>A long table</h1><table>{rows}</table></body></html>"
     big = RawPage("https://big.example/table.html", html, "big.example")
     assert 900_000 < len(encode_raw(big)) < 1_000_000
-    surrogate = b'{"url": "https://sur.example/\\udfff", "html": "<p>a page</p>"}'  # 57 bytes of valid JSON: a bad_url dead letter (io/urls.py), no crash
+    surrogate = b'{"url": "https://sur.example/\\udfff", "html": "<p>a page</p>"}'  # 57 bytes: a bad_url dead letter
     bad_value = b"\xff" + b"not json " * 116_509  # 1 MB
     big_key = b"k" * 1_048_000
     small = json.dumps({"url": "https://k.example/p", "html": "<p>Some text of a page.</p>"}).encode()

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import AccessType, Options, Rdict, WriteBatch
 
 from ..engine.errors import ConfigError, StateError
 from ..engine.model import TemplateEvent
@@ -53,6 +53,42 @@ def scan_prefix(db: Rdict, prefix: bytes) -> dict[bytes, bytes]:
             break
         out[key] = value
     return out
+
+
+def read_table(db: Rdict, path: Path | str, host: str, params: TableParams) -> HostTable | None:
+    """HOST's table in a state database (None: the state has none)."""
+    try:
+        data = db.get(_key(_TABLE_PREFIX, host))
+    except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
+        raise StateError(f"cannot read the table of host {host!r} from {path}: {exc}") from exc
+    if data is None:
+        return None
+    try:
+        return HostTable.from_bytes(data, params)
+    except StateError as exc:
+        raise StateError(f"corrupt table of host {host!r} in {path}: {exc}") from exc
+
+
+class ReadOnlyTables:
+    """The host tables of a RocksStore's state directory, opened read-only (several processes
+    may read it at once: `run --jobs`)."""
+
+    def __init__(self, path: str | Path, params: TableParams) -> None:
+        self.path = Path(path)
+        self.params = params
+        try:
+            self._db = Rdict(str(self.path), Options(raw_mode=True), access_type=AccessType.read_only())
+            fmt = self._db.get(_FORMAT_KEY)
+        except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
+            raise StateError(f"cannot open RocksDB state at {self.path} read-only: {exc}") from exc
+        if fmt not in (None, _FORMAT):
+            raise StateError(f"state at {self.path} has format {fmt!r}, this version reads {_FORMAT!r}")
+
+    def get(self, host: str) -> HostTable | None:
+        return read_table(self._db, self.path, host, self.params)
+
+    def close(self) -> None:
+        self._db.close()
 
 
 class RocksStore:
@@ -98,17 +134,9 @@ class RocksStore:
         if table is not None:
             self._cache.move_to_end(host)
             return table
-        try:
-            data = self._db.get(_key(_TABLE_PREFIX, host))
-        except Exception as exc:  # rocksdict: plain Exception, e.g. "Corruption: block checksum mismatch"
-            raise StateError(f"cannot read the table of host {host!r} from {self.path}: {exc}") from exc
-        if data is None:
-            return None
-        try:
-            table = HostTable.from_bytes(data, self.params)
-        except StateError as exc:
-            raise StateError(f"corrupt table of host {host!r} in {self.path}: {exc}") from exc
-        self._remember(host, table)
+        table = read_table(self._db, self.path, host, self.params)
+        if table is not None:
+            self._remember(host, table)
         return table
 
     def put(self, host: str, table: HostTable) -> None:

@@ -69,10 +69,11 @@ def _path_keys(path: int) -> tuple[int, int]:
     return got
 
 
-def _plain_weights(cues: PageTree, novel: list[int]) -> list[float]:
-    """Each node's new plain text: its block's characters new to the host, times the share of
-    the block's text outside links."""
-    weight = [0.0] * len(cues.parent)
+def content_region(cues: PageTree, novel: list[int], share: float) -> int:
+    """The node of the deepest layout element holding at least `share` of the page's new
+    plain text (the root when the page has none)."""
+    n = len(cues.parent)
+    weight = [0.0] * n  # each node's new plain text: new characters times the share outside links
     chars = cues.chars
     achars = cues.achars
     for node, new in zip(cues.node_of_block, novel, strict=True):
@@ -80,14 +81,6 @@ def _plain_weights(cues: PageTree, novel: list[int]) -> list[float]:
             c = chars[node]
             if c:
                 weight[node] = new * (1.0 - achars[node] / c)
-    return weight
-
-
-def content_region(cues: PageTree, novel: list[int], share: float) -> int:
-    """The node of the deepest layout element holding at least `share` of the page's new
-    plain text (the root when the page has none)."""
-    n = len(cues.parent)
-    weight = _plain_weights(cues, novel)
     acc = [0.0, *accumulate(weight)]  # prefix sums in document order: a subtree is a contiguous range
     ends = cues.end
     whole = acc[ends[0]] - acc[0] if n else 0.0
