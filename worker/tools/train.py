@@ -53,6 +53,10 @@ from ..engine.params import RegionParams, SegmentParams
 log = logging.getLogger(__name__)
 
 
+# The region parameters the labels are made with (LabelParams.region).
+LABEL_REGION = RegionParams(share=0.5, layout_novelty=0.5, layout_presence=0.5, container_share=0.5)
+
+
 @dataclass(frozen=True, slots=True)
 class LabelParams:
     """How the site-level detector turns a host's pages into labelled blocks (the module's doc).
@@ -65,6 +69,10 @@ class LabelParams:
     content_max_anchor: blocks of new text inside the region with more than this share of
         link text give no label.
     max_pages_per_host: later pages of bigger hosts are not used (bounds the cost).
+    region: the layout and content-region parameters the labels are made with. Fixed here,
+        at the plain halves, and not the decision's tuned `region` defaults: the decision's
+        parameters are chosen on ballots that carry this model's scores, so a model whose
+        labels moved with them would chase its own choice (docs/measurements.md).
     """
 
     min_pages: int = 2
@@ -73,6 +81,7 @@ class LabelParams:
     template_share: float = 0.9
     content_max_anchor: float = 0.3
     max_pages_per_host: int = 200
+    region: RegionParams = LABEL_REGION
 
 
 def host_threshold(pages: int, lp: LabelParams) -> int:

@@ -52,7 +52,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     params = with_overrides(EngineParams(), args.param)
     lp = LabelParams(max_pages_per_host=args.max_pages_per_host)
     pages = (p for p in iter_inputs(args.inputs) if isinstance(p, RawPage))
-    X, y, w, stats = collect(pages, params.segment, lp, params.region)
+    X, y, w, stats = collect(pages, params.segment, lp, lp.region)
     print(
         f"{stats['hosts']} hosts, {stats['labelled_hosts']} with labels; {stats['blocks']} labelled blocks, "
         f"{stats['template_blocks']} of them template; {stats['skipped_pages']} pages skipped as bad input",

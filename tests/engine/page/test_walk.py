@@ -240,3 +240,24 @@ def test_limits_are_validated() -> None:
         SegmentParams(path_mode="xpath")
     with pytest.raises(ConfigError):
         SegmentParams(max_depth=0)
+
+
+@pytest.mark.parametrize("pure", [True, False])
+def test_the_body_classes_are_not_in_layout_paths(pure: bool) -> None:
+    # The body's classes name the page's type (a post, an enum): a site's layout keeps one
+    # path (and one container key) across its page types. Other elements' classes count.
+    from detemplate.engine.page import walk, walk_python
+
+    walker = walk_python if pure else walk
+
+    def keys(body_class: str, main_class: str) -> tuple[list[int], list[int]]:
+        html = (
+            f"<html><body class='{body_class}'><ul><li><a href='/'>Home</a></li></ul>"
+            f"<div class='{main_class}'><p>Some text of the page.</p></div></body></html>"
+        )
+        tree = walker(parse(html, CUT), CUT)
+        return tree.layout, tree.container
+
+    assert keys("rustdoc enum", "content") == keys("rustdoc struct", "content")
+    assert keys("single postid-7", "content") == keys("page-template-default", "content")
+    assert keys("enum", "content")[1] != keys("enum", "sidebar")[1]

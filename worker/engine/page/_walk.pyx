@@ -639,7 +639,8 @@ cdef class Walker:
         path in lbuf[1:lpath_len] and its own tag) and its container key (with its classes);
         leaves its layout path in lbuf and returns its length."""
         cdef Py_ssize_t n = len(info.utf8), m
-        form = self.classes_cache.get(cls) if cls else ""
+        # The body's classes name the page's type, not its layout (see page/python.py).
+        form = self.classes_cache.get(cls) if cls and info.name != "body" else ""
         if form is None:
             form = self.layout_classes(cls)
         utf8 = (<str>form).encode()

@@ -252,7 +252,10 @@ def walk_python(
                     run_nodes.append([])
                 parent_lpath = lpaths[blk]
                 layout.append(layout_key(f"{parent_lpath}/{tag}"))
-                form = classes_get(cls) if cls else ""
+                # The body's classes name the page's type (a post, an enum, a category page:
+                # WordPress, Drupal and rustdoc put it there), not its layout: a layout path
+                # that carried them would split the host's layout by page type.
+                form = classes_get(cls) if cls and tag != "body" else ""
                 if form is None:
                     form = layout_classes(cls)
                 lpath = f"{parent_lpath}/{tag}{form}"
