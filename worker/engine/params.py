@@ -168,6 +168,9 @@ class RegionParams:
         layout is on every page of a site; a class page's inherited methods are not).
     container_share: the region widens to its deepest enclosing element that enclosed the
         host's regions on at least this share of its pages (the host's content container).
+    own_share: unless the region's own text (not its descendants') holds at least this
+        share of the page's new text, links included: then the region is that text alone
+        (the elements nested in it are layout: a page-wide form, a table layout's cell).
 
     Both chosen by measurement, leave-one-corpus-out (docs/measurements.md).
     """
@@ -175,12 +178,15 @@ class RegionParams:
     enabled: bool = True
     share: float = 0.5
     layout_novelty: float = 0.5
-    layout_presence: float = 0.5
+    layout_presence: float = 0.7
     container_share: float = 0.5
+    own_share: float = 0.8
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
             raise ConfigError("region.share must be in (0, 1]")
+        if not 0.0 < self.own_share <= 1.0:
+            raise ConfigError("region.own_share must be in (0, 1]")
         for name in ("layout_novelty", "layout_presence", "container_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"region.{name} must be in [0, 1]")
@@ -197,7 +203,8 @@ class PageLevelParams:
         templateness is above this.
     inner_threshold: later, inside the page's content region, the model turns a block the
         table keeps into template (a page-specific box: related links, comments) when its
-        templateness is above this.
+        templateness is above this (1.0, the chosen default: never; inside the region only
+        the table's evidence at the host's layout paths removes text).
     outer_threshold: the same outside the content region.
     max_removed_share: the model is ignored inside the content region of a page where it
         would remove more than this share of the region's text (a page whose content is
@@ -217,8 +224,8 @@ class PageLevelParams:
     enabled: bool = True
     max_host_pages: int = 0
     threshold: float = 0.01
-    inner_threshold: float = 0.95
-    outer_threshold: float = 0.1
+    inner_threshold: float = 1.0
+    outer_threshold: float = 0.01
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
     smoothing: float = 0.0
