@@ -138,37 +138,6 @@ def test_region_widens_to_the_hosts_container() -> None:
     assert region_nodes(ballot, 0.9)[0] == body
 
 
-def form_page(i: int, *, box: bool = True) -> RawPage:
-    # A page-wide form (ASP.NET's) whose own text is the article, with the site's latest-news
-    # box nested inside it, and a list of this page's own links nested in it too.
-    rng = random.Random(100 + i)
-    article = " ".join(sentence(rng, 20) for _ in range(6))
-    latest = "".join(f"<li><a href='/n{k}'>Headline number {k} of the site</a></li>" for k in range(i, i + 6))
-    own = f"<ul class='refs'><li><a href='/r{i}a'>{sentence(rng, 5)}</a></li></ul>"
-    html = (
-        f"<html><body><div class='top'>{NAV}</div><div class='page'><form id='aspnet'>"
-        f"<h1>Story {i}</h1>{article}{own}<table class='latest'><tr><td><ul>{latest if box else ''}</ul>"
-        f"</td></tr></table></form></div>{FOOTER}</body></html>"
-    )
-    return RawPage(f"https://news.example/s{i}.aspx", html, "news.example")
-
-
-@pytest.mark.parametrize("own_share", [0.8, 1.0])
-def test_the_sites_boxes_nested_in_the_contents_element_are_not_in_the_region(own_share: float) -> None:
-    params = dataclasses.replace(NO_MODEL, region=dataclasses.replace(NO_MODEL.region, own_share=own_share))
-    last = verdicts(run([form_page(i) for i in range(9)], params)[-1])
-    # The latest-news box gains a headline a page, so its path has new text on every page:
-    # not a layout path. The form's own text holds nearly all the page's new text (at
-    # own_share 1.0 not all: the page's own nested links are new text too), so at 0.8 the
-    # box's repeated headlines are the site's, outside the region, and the table removes
-    # them; without the rule they are repetition inside the region, off the layout: kept.
-    assert last["Headline number 8 of the site"][0] == (TEMPLATE if own_share < 1.0 else CONTENT)
-    assert last["Headline number 13 of the site"][0] == CONTENT  # new to the host: in the region
-    assert any(t.startswith("Story 8") and v[0] == CONTENT for t, v in last.items())
-    refs = [t for t, v in last.items() if v[0] == CONTENT and t and t[0].isupper() and len(t.split()) == 5]
-    assert refs  # the page's own nested links, new text, stay in the region
-
-
 @pytest.mark.parametrize(("cls", "links", "role"), [("comments", False, ROLE_COMMENTS),
                                                      ("box", True, ROLE_RELATED), ("related", False, ROLE_RELATED)])
 def test_page_specific_text_the_model_removes_gets_its_role(cls: str, links: bool, role: str) -> None:

@@ -9,8 +9,7 @@ So, once the host's table has learned something (a warm host):
    `region.share` of the page's new plain text: the characters of segments the host's
    table did not hold before this page, outside links (new text is what the page says
    of its own; link lists say where else to go), widened to the host's content
-   container; or, when that element's own text holds `region.own_share` of the page's
-   new text, its own text and the blocks of new text nested in it (detectors/layout.py).
+   container (detectors/layout.py).
 2. Outside the region, a block is template when the table says so (its template share
    is over `table.template_ratio`, or it lies in a template pagelet), else when the
    page-level model's templateness is over `pagelevel.outer_threshold` (a per-page box
@@ -47,7 +46,7 @@ from typing import NamedTuple
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
-from .params import EngineParams, RegionParams
+from .params import EngineParams
 
 ROLE_MAIN = "main"
 ROLE_TEMPLATE = "template"
@@ -84,30 +83,6 @@ def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
     return node, cues.end[node]
 
 
-def inside_region(ballot: Ballot, rp: RegionParams) -> list[bool]:
-    """Whether each block is in the page's content region: every block of `region_nodes`;
-    but when the region's own text holds at least `rp.own_share` of the page's new text, the
-    blocks nested in it that say nothing new at a layout path on at least
-    `rp.layout_presence` of the host's pages are not (boxes of the site's layout nested in
-    the content's element: a page-wide form, a table layout's cell)."""
-    cues = ballot.cues
-    if not rp.enabled or cues is None or ballot.region is None:
-        return [False] * len(ballot.blocks)
-    nodes = cues.node_of_block
-    novel = ballot.novel
-    presence = ballot.presence
-    if novel is not None and presence is not None and ballot.own_text >= rp.own_share:
-        region = ballot.region[0][0]
-        end = cues.end[region]
-        floor = rp.layout_presence
-        return [
-            node == region or (region < node < end and (new > 0 or on < floor))
-            for node, new, on in zip(nodes, novel, presence, strict=True)
-        ]
-    first, end = region_nodes(ballot, rp.container_share)
-    return [first <= node < end for node in nodes]
-
-
 def decided_cold(ballot: Ballot, params: EngineParams) -> bool:
     """Whether the page is judged as a host's first page: the table has nothing to compare
     with, or the host is young (fewer than `table.template_df` pages) and no text on the page
@@ -133,12 +108,17 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     plp = params.pagelevel
     if decided_cold(ballot, params):
         return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
+    cues = ballot.cues
     rp = params.region
     max_ratio = params.table.template_ratio
     tchars = tally.template_chars
     outright = ballot.outright
     novelty = ballot.novelty
-    inside = inside_region(ballot, rp)
+    if rp.enabled and cues is not None and ballot.region is not None:
+        first, end = region_nodes(ballot, rp.container_share)
+        inside = [first <= node < end for node in cues.node_of_block]
+    else:
+        inside = [False] * n
     layout_novelty = rp.layout_novelty
     layout_presence = rp.layout_presence
     presence = ballot.presence

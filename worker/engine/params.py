@@ -168,9 +168,6 @@ class RegionParams:
         layout is on every page of a site; a class page's inherited methods are not).
     container_share: the region widens to its deepest enclosing element that enclosed the
         host's regions on at least this share of its pages (the host's content container).
-    own_share: unless the region's own text (not its descendants') holds at least this
-        share of the page's new text, links included: then the region is that text alone
-        (the elements nested in it are layout: a page-wide form, a table layout's cell).
 
     Both chosen by measurement, leave-one-corpus-out (docs/measurements.md).
     """
@@ -180,13 +177,10 @@ class RegionParams:
     layout_novelty: float = 0.5
     layout_presence: float = 0.7
     container_share: float = 0.5
-    own_share: float = 0.8
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
             raise ConfigError("region.share must be in (0, 1]")
-        if not 0.0 < self.own_share <= 1.0:
-            raise ConfigError("region.own_share must be in (0, 1]")
         for name in ("layout_novelty", "layout_presence", "container_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"region.{name} must be in [0, 1]")

@@ -53,7 +53,6 @@ WARM_GRID: dict[str, tuple[float, ...]] = {
     "region.layout_novelty": (0.1, 0.3, 0.5),
     "region.layout_presence": (0.5, 0.7),
     "region.container_share": (0.3, 0.5, 0.7),
-    "region.own_share": (0.6, 0.8, 1.0),
     "pagelevel.inner_threshold": (0.95, 1.0),
     "pagelevel.outer_threshold": (0.01, 0.03, 0.1),
     "pagelevel.max_removed_share": (0.5, 0.8),

@@ -83,7 +83,6 @@ class Ballot:
     # The page's content region and its enclosing elements (nodes, deepest first), each with
     # the share of the host's pages on which it enclosed the region (detectors/layout.py).
     region: tuple[list[int], list[float]] | None = None
-    own_text: float = 0.0  # the share of the page's new text in the region's own text
     scores: Any = None  # per block: the page-level model's templateness (a float array), or None
     _tally: Tally | None = None
 

@@ -21,11 +21,7 @@ own table, and hands them to the decision (engine/decision.py):
   of the page repeated), so the host's own content container widens it: each of the
   region's enclosing elements (and itself) counts, by its container key, on the host's
   pages; the page's region is its deepest enclosing element that enclosed the region on
-  at least `region.container_share` of the host's pages. Unless the region's own text holds
-  `region.own_share` of the page's new text (links included): then the region is that text
-  alone, and the elements nested in it, which carry none of what the page says of its own,
-  are layout nested in the content's element (a page-wide ASP.NET form, a table layout's
-  cell with the article's text and the site's link lists inside it).
+  at least `region.container_share` of the host's pages.
 """
 
 from __future__ import annotations
@@ -97,15 +93,6 @@ def content_region(cues: PageTree, novel: list[int], share: float) -> int:
     return 0
 
 
-def own_text_share(cues: PageTree, novel: list[int], node: int) -> float:
-    """The share of the page's new text (characters, links included) in the node's own text:
-    its own blocks, not its descendants'."""
-    total = sum(novel)
-    if not total:
-        return 0.0
-    return sum([new for at, new in zip(cues.node_of_block, novel, strict=True) if at == node]) / total
-
-
 @dataclass(slots=True)
 class LayoutPage:
     """The layout detector's state for one page.
@@ -116,7 +103,6 @@ class LayoutPage:
     novel: each block's characters in segments the host's table did not hold.
     seen, fresh: the tagged keys of each distinct layout path (seen, new text), by path.
     chain: the page's content region and its enclosing elements (nodes, deepest first).
-    own_text: the share of the page's new text in the region's own text (`own_text_share`).
     enclosing: their tagged container keys, and `pages` the key that counts the pages.
     table: the host's table, for the "new text" DFs of the paths without new text now.
     """
@@ -130,7 +116,6 @@ class LayoutPage:
     enclosing: list[int]
     pages: int
     table: HostTable | None
-    own_text: float
 
 
 class Layout:
@@ -149,8 +134,7 @@ class Layout:
         paths = [layout[node] for node in cues.node_of_block]
         if not table.pages:  # a host's first page: all its text is new, and nothing counts
             novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
-            region = content_region(cues, novel, params.region.share)
-            return LayoutPage([], paths, novel, {}, {}, [region], [], 0, None, own_text_share(cues, novel, region))
+            return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
         new_keys = table.missing(segments.keys)
         novel = []
         fresh_paths = set()
@@ -174,12 +158,10 @@ class Layout:
         container = cues.container
         enclosing = [tagged_key(container[node], _CONTAINER_SALT) for node in chain]
         keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
-        own_text = own_text_share(cues, novel, chain[0])
-        return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table, own_text)
+        return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table)
 
     def vote(self, mine: LayoutPage, dfs: list[int], ballot: Ballot) -> None:
         ballot.novel = mine.novel
-        ballot.own_text = mine.own_text
         table = mine.table
         if table is None:
             ballot.region = (mine.chain, [1.0])
