@@ -173,7 +173,7 @@ class RegionParams:
     """
 
     enabled: bool = True
-    share: float = 0.5
+    share: float = 0.4
     layout_novelty: float = 0.5
     layout_presence: float = 0.7
     container_share: float = 0.5
@@ -219,7 +219,7 @@ class PageLevelParams:
     max_host_pages: int = 0
     threshold: float = 0.01
     inner_threshold: float = 1.0
-    outer_threshold: float = 0.01
+    outer_threshold: float = 0.1
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
     smoothing: float = 0.0

@@ -54,7 +54,7 @@ WARM_GRID: dict[str, tuple[float, ...]] = {
     "region.layout_presence": (0.5, 0.7),
     "region.container_share": (0.3, 0.5, 0.7),
     "pagelevel.inner_threshold": (0.95, 1.0),
-    "pagelevel.outer_threshold": (0.01, 0.03, 0.1),
+    "pagelevel.outer_threshold": (0.1, 0.15, 0.3),
     "pagelevel.max_removed_share": (0.5, 0.8),
 }
 
