@@ -173,7 +173,7 @@ class RegionParams:
     """
 
     enabled: bool = True
-    share: float = 0.4
+    share: float = 0.5
     layout_novelty: float = 0.5
     layout_presence: float = 0.7
     container_share: float = 0.5

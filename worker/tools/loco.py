@@ -42,7 +42,7 @@ from ..engine.pipeline import decide_with_ballot
 from ..engine.table import HostTable
 
 # What the host's table learns differs with these: one engine run per value.
-EVIDENCE: dict[str, tuple[float, ...]] = {"region.share": (0.4, 0.5, 0.6, 0.7)}
+EVIDENCE: dict[str, tuple[float, ...]] = {"region.share": (0.5, 0.6, 0.7)}
 # A host's first page: the page-level model alone.
 COLD_GRID: dict[str, tuple[float, ...]] = {
     "pagelevel.threshold": (0.005, 0.01, 0.02, 0.05),
