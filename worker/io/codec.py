@@ -8,6 +8,10 @@ Every record can be encoded or says why not: a string holding a lone surrogate (
 Python strings can hold and UTF-8 cannot) makes `encode` raise UnencodableError (a
 BadInputError, reason ``unencodable``), which the shells write as a dead letter; a dead
 letter itself always encodes (any lone surrogate in it becomes U+FFFD).
+
+`loads` reads an input record (a JSONL line, a pages.raw message) exactly as `json.loads`
+does, through orjson where it is installed and agrees (a few times faster on a page's
+HTML), and says whether its strings are known to hold no lone surrogate.
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from typing import Any
 
 from ..engine.errors import BadInputError
 from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
+
+_orjson: Any
+try:  # optional: the same results without it, slower
+    import orjson as _orjson
+except ImportError:  # pragma: no cover (orjson is a dependency; the fallback is tested by patching it away)
+    _orjson = None
 
 SCHEMA_VERSION = 1
 
@@ -173,6 +183,26 @@ def encode(record: dict[str, Any]) -> bytes:
             f"the field {field!r} holds a lone surrogate ({text[exc.start : exc.end]!r}), which no UTF-8 output "
             "can carry",
         ) from exc
+
+
+def loads(data: bytes) -> tuple[Any, bool]:
+    """`json.loads(data)` (raising what it raises: ValueError, RecursionError), and whether every
+    string in the result is known to be valid Unicode (no lone surrogate: a UTF-8 output can carry it).
+
+    orjson reads what json reads into equal values, except where it refuses (lone surrogates,
+    a BOM or UTF-16/32, NaN and Infinity, invalid UTF-8: json.loads then decides, and raises
+    its own error) and for integers beyond 64 bits, which it reads as floats: a float at the
+    top (a record's fields are read there) is read again by json. What orjson accepts has no
+    lone surrogate, neither escaped nor encoded (json.loads lets both through)."""
+    if _orjson is not None:
+        try:
+            obj = _orjson.loads(data)
+        except _orjson.JSONDecodeError:
+            pass
+        else:
+            if type(obj) is not float and not (type(obj) is dict and any(type(v) is float for v in obj.values())):
+                return obj, True
+    return json.loads(data), False
 
 
 def _field_at(text: str, at: int) -> str:
