@@ -64,6 +64,10 @@ MAX_HOST_BYTES = 1024  # a longer host is a dead letter (`bad_host`): it is in e
 MAX_KEY_BYTES = 2048  # room kept for a state record's key beside its value
 INDEX_REFRESH_MS = 60_000  # a host's index entry is rewritten at most this often (and on snapshot pages)
 STALL_S = 5.0  # a partition behind its end with no message handled for this long is fetched again
+# The producer's batch per partition: many pages each (clean records average about 8 KB;
+# aiokafka's default, 16 KB, held two, and every batch costs its own header, CRC and
+# bookkeeping). Never over the message limit: brokers check a whole batch against it.
+PRODUCER_BATCH_BYTES = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -817,6 +821,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         broker_rebalance_timeout=settings.rebalance_timeout_s,
         broker_commit_interval=settings.commit_interval_s,
         producer_linger=settings.linger_ms / 1000.0,
+        producer_max_batch_size=min(PRODUCER_BATCH_BYTES, settings.max_message_bytes - RECORD_OVERHEAD_BYTES),
         producer_max_request_size=settings.max_message_bytes,
         table_standby_replicas=settings.standby_replicas,
         consumer_auto_offset_reset="earliest",
