@@ -58,6 +58,7 @@ def register(subparsers: Any) -> None:
                    help="put all pages of all corpora of one copy under one host (a host with many templates)")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--snapshot-every", type=int, default=64)
+    p.add_argument("--compression", default="", help="the worker's producer compression (lz4, zstd, ...; default none)")
     p.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery measurement")
     p.add_argument("--json", help="also write the figures as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (worker logs)")
@@ -249,6 +250,7 @@ def _main(args: argparse.Namespace) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="detemplate-bench-"))
     figures: dict[str, Any] = {"pages": n, "hosts": len(corpus.hosts), "partitions": args.partitions,
+                               "compression": args.compression or "none",
                                "snapshot_every": args.snapshot_every, "offline_pages_per_s": round(offline_rate, 1),
                                **table_figs}
     broker = LocalBroker(log_path=tmp / "broker.log").start()
@@ -256,7 +258,7 @@ def _main(args: argparse.Namespace) -> int:
         settings = StreamSettings(broker=broker.url, partitions=args.partitions, out_partitions=args.partitions,
                                   tansu=True, snapshot_every=args.snapshot_every, session_timeout_s=6.0,
                                   heartbeat_s=1.0, rebalance_timeout_s=6.0, metrics_host="127.0.0.1",
-                                  metrics_port=_free_port())
+                                  metrics_port=_free_port(), compression=args.compression)
         broker.create_topics(settings.topic_partitions())
         t0 = time.perf_counter()
         asyncio.run(produce_raw(broker.bootstrap, settings.topic_raw,
