@@ -453,3 +453,58 @@ def test_a_pages_meta_rides_through_pages_raw(tmp_path: Path) -> None:
     again = decode_record(encode_raw(page), "pages.raw/0/0")
     assert isinstance(again, RawPage)
     assert (again.url, again.host, again.html, dict(again.meta)) == (page.url, page.host, page.html, dict(page.meta))
+
+
+# Records on which orjson and json.loads could part ways: lone surrogates escaped and encoded,
+# a BOM, UTF-16, NaN, integers past 64 bits (orjson reads them as floats), duplicate keys, deep
+# nesting, invalid UTF-8, meta fields of the wrong type.
+TRICKY_RECORDS = [
+    b'{"url": "https://a.example/1", "html": "<p>\\ud800 lone</p>"}',
+    b'{"url": "https://a.example/2", "html": "<p>\xed\xa0\x80 encoded</p>"}',
+    b'{"url": "https://a.example/3", "html": "<p>\\ud83d\\ude00 pair, caf\xc3\xa9</p>"}',
+    b'\xef\xbb\xbf{"url": "https://a.example/4", "html": "<p>bom</p>"}',
+    '{"url": "https://a.example/5", "html": "<p>utf-16</p>"}'.encode("utf-16"),
+    b'{"url": "https://a.example/6", "html": "<p>x</p>", "warc_offset": NaN}',
+    b'{"url": "https://a.example/7", "html": "<p>x</p>", "warc_offset": 123456789012345678901234567890}',
+    b'{"url": "https://a.example/8", "html": "<p>x</p>", "v": 123456789012345678901234567890}',
+    b'{"url": "https://a.example/9", "html": "<p>x</p>", "v": 1.0}',
+    b'{"url": "https://a.example/10", "html": "<p>first</p>", "html": "<p>last</p>"}',
+    b'{"url": "https://a.example/11", "html": "<p>x</p>", "deep": ' + b"[" * 3000 + b"]" * 3000 + b"}",
+    b'{"url": "https://a.example/12", "html": "<p>\xff</p>"}',
+    b'{"url": "https://a.example/13", "html": "<p>x</p>", "warc_offset": 1e400}',
+    b'{"url": "https://a.example/\\udc00", "html": "<p>x</p>"}',
+    b'123456789012345678901234567890',
+    b'[1, 2]',
+    b'{"url": "https://a.example/17", "body_b64": "PHA+eDwvcD4=", "content_type": "text/html"}',
+]
+
+
+@pytest.mark.parametrize("line", TRICKY_RECORDS, ids=range(len(TRICKY_RECORDS)))
+def test_decode_record_is_the_same_with_or_without_orjson(line: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    from detemplate.io import codec
+    from detemplate.io.sources import decode_record
+
+    assert codec._orjson is not None  # a dependency: the fast path is the one measured
+    fast = decode_record(line, "t:1")
+    monkeypatch.setattr(codec, "_orjson", None)
+    plain = decode_record(line, "t:1")
+    assert type(fast) is type(plain)
+    if isinstance(fast, RawPage):
+        assert isinstance(plain, RawPage)
+        assert (fast.url, fast.host, fast.html) == (plain.url, plain.host, plain.html)
+        assert dict(fast.meta) == dict(plain.meta)
+        assert "\ud800" not in fast.html and "\udc00" not in fast.html  # lone surrogates made U+FFFD either way
+    else:
+        assert fast == plain
+
+
+def test_codec_loads_says_which_strings_are_known_free_of_lone_surrogates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from detemplate.io import codec
+
+    assert codec.loads('{"html": "caf\u00e9"}'.encode()) == ({"html": "caf\u00e9"}, True)
+    assert codec.loads(b'{"html": "\\ud800"}') == ({"html": "\ud800"}, False)  # json.loads read it
+    assert codec.loads(b'{"n": 123456789012345678901234567890}') == ({"n": 123456789012345678901234567890}, False)
+    with pytest.raises(ValueError):
+        codec.loads(b'{"html": ')
+    monkeypatch.setattr(codec, "_orjson", None)
+    assert codec.loads('{"html": "caf\u00e9"}'.encode()) == ({"html": "caf\u00e9"}, False)

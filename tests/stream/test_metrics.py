@@ -60,9 +60,9 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
     last_shares: list[tuple[int, int]] = []
     for page in pages:
         metrics.page_in()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         outcome = process_page(page, store, PARAMS)
-        metrics.observe_outcome(outcome, time.perf_counter() - start)
+        metrics.observe_outcome(outcome, time.perf_counter() - start, time.thread_time() - cpu)
         metrics.changelog_records(len(outcome.applied) and 1)
         if outcome.dead is not None:
             want_dead[outcome.dead.reason] = want_dead.get(outcome.dead.reason, 0) + 1
@@ -90,6 +90,8 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
     assert s[("detemplate_page_latency_seconds_count", ())] == len(pages)
     assert s[("detemplate_page_latency_seconds_bucket", (("le", "+Inf"),))] == len(pages)
     assert s[("detemplate_page_latency_seconds_sum", ())] > 0
+    # CPU in decide: some, and (one thread) never more than the wall time it took, give or take the clocks' ticks.
+    assert 0 < s[("detemplate_decide_cpu_seconds_total", ())] <= s[("detemplate_page_latency_seconds_sum", ())] + 0.05
     window = last_shares[-10:]
     share = sum(t for _, t in window) / sum(c for c, _ in window)
     assert s[("detemplate_template_share_ratio", ())] == pytest.approx(share)

@@ -55,6 +55,7 @@ from typing import IO, Any
 from ..engine.errors import ConfigError
 from ..engine.model import DeadPage, RawPage
 from ..engine.params import SegmentParams
+from . import codec
 from .archive import HTML_TYPES, iter_archive, media_type
 from .charsets import charset_of, decode_html
 from .stream import GZIP_MAGIC, Stream, StreamError, iter_lines
@@ -313,7 +314,7 @@ META_FIELDS: dict[str, type] = {
 def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     """One raw-page JSON record (a JSONL line or a pages.raw message) -> RawPage or DeadPage."""
     try:
-        rec = json.loads(line)
+        rec, unicode_checked = codec.loads(line)
     except (ValueError, RecursionError) as exc:
         return DeadPage("", "", "bad_json", f"the line is not valid JSON: {exc}", source)
     if not isinstance(rec, dict):
@@ -344,7 +345,7 @@ def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     meta = _meta(rec)
     html = rec.get("html")
     if isinstance(html, str):
-        if not html.isascii() and _SURROGATE.search(html):
+        if not unicode_checked and not html.isascii() and _SURROGATE.search(html):
             # What a browser makes of a string with lone surrogates: U+FFFD each (no UTF-8 holds one).
             html = _SURROGATE.sub("\ufffd", html)
         return RawPage(url, html, host, source, meta)

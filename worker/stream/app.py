@@ -44,7 +44,7 @@ import faust
 from faust.types import TP
 
 from ..engine.errors import StateError
-from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
+from ..engine.model import CleanPage, DeadPage, Outcome, RawPage, TemplateEvent
 from ..engine.params import EngineParams
 from ..engine.pipeline import decide
 from ..engine.table import HostTable
@@ -63,7 +63,12 @@ TABLE_NAME = "hosts"
 MAX_HOST_BYTES = 1024  # a longer host is a dead letter (`bad_host`): it is in every state key and output key
 MAX_KEY_BYTES = 2048  # room kept for a state record's key beside its value
 INDEX_REFRESH_MS = 60_000  # a host's index entry is rewritten at most this often (and on snapshot pages)
+PARTITION_CACHE_KEYS = 65_536  # output partitions of this many (topic, host) remembered
 STALL_S = 5.0  # a partition behind its end with no message handled for this long is fetched again
+# The producer's batch per partition: many pages each (clean records average about 8 KB;
+# aiokafka's default, 16 KB, held two, and every batch costs its own header, CRC and
+# bookkeeping). Never over the message limit: brokers check a whole batch against it.
+PRODUCER_BATCH_BYTES = 256 * 1024
 
 
 @dataclass(slots=True)
@@ -186,6 +191,8 @@ class StreamWorker:
         self._assigned_at = time.monotonic()
         self._last_sweep = time.monotonic()
         self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
+        self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
+        self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
 
         def topic(name: str, partitions: int) -> Any:
             return app.topic(
@@ -290,6 +297,7 @@ class StreamWorker:
         self.progress.forget()
         self.start_offset.clear()
         self._last_message.clear()
+        self._partitions.clear()
         self._assigned_at = time.monotonic()
         self.metrics.forget_partitions()
 
@@ -452,9 +460,7 @@ class StreamWorker:
         if offset <= table.source_offset:
             await self._again(page, raw, tp, offset, hs)
             return
-        t0 = time.perf_counter()
-        outcome = decide(page, table, self.params, self.settings.with_html)
-        self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+        outcome = self._decide(page, table)
         if outcome.dead is not None or outcome.clean is None:
             await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "no outcome", source), raw)
             return
@@ -472,6 +478,13 @@ class StreamWorker:
         await self._put_state(tp.partition, writes)
         self.stats.pages += 1
         await self._publish(host, outcome.clean, events, source, raw)
+
+    def _decide(self, page: RawPage, table: HostTable) -> Outcome:
+        """`decide`, timed: its latency and the event loop thread's CPU in it (the engine's share)."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        outcome = decide(page, table, self.params, self.settings.with_html)
+        self.metrics.observe_decision(outcome, time.perf_counter() - t0, time.thread_time() - c0)
+        return outcome
 
     def _capped(self, page: RawPage, table: HostTable, dropped: int) -> TemplateEvent:
         self.stats.capped_tables += 1
@@ -493,9 +506,7 @@ class StreamWorker:
             self.stats.replayed += 1
             self.metrics.order("replayed")
             table, delta = loaded
-            t0 = time.perf_counter()
-            outcome = decide(page, table, self.params, self.settings.with_html)
-            self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+            outcome = self._decide(page, table)
             cluster = -1 if outcome.cluster is None else outcome.cluster
             if outcome.applied != delta.keys or cluster != delta.cluster or outcome.clean is None:
                 logger.error(
@@ -516,9 +527,7 @@ class StreamWorker:
         # older than the retained deltas or was never applied: decide it against a copy of
         # the current table, so that it has an output, and leave the state as it is.
         work = HostTable.from_bytes(hs.table.to_bytes(), self.params.table)
-        t0 = time.perf_counter()
-        outcome = decide(page, work, self.params, self.settings.with_html)
-        self.metrics.observe_decision(outcome, time.perf_counter() - t0)
+        outcome = self._decide(page, work)
         if outcome.clean is None:
             await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "", page.source), raw)
             return
@@ -685,27 +694,47 @@ class StreamWorker:
         if not writes:
             return
         self.store.write(partition, writes)
+        producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # see _send
+        topic = self.settings.topic_state
         for key, value in writes:
-            fut = await self.app.producer.send(self.settings.topic_state, key, value, partition, None, None)
-            fut.add_done_callback(self._on_state_sent)  # type: ignore[attr-defined]
-            self.metrics.changelog_records()
+            fut = await producer.send(topic, value, key=key, partition=partition)
+            fut.add_done_callback(self._on_state_sent)
             self.stats.state_records += 1
             self.stats.state_bytes += len(key) + len(value or b"")
+        self.metrics.changelog_records(len(writes))
 
     def _on_state_sent(self, fut: Any) -> None:
         _exit_on_send_error(fut)
         if not fut.cancelled() and fut.exception() is None:
             md = fut.result()
-            # What Faust's table does for its own changelog records: remember the offset
-            # the local store holds, so a restart on this directory reads only what follows.
-            self.state.data.set_persisted_offset(TP(md.topic, md.partition), md.offset)  # type: ignore[attr-defined]  # on every Faust store
+            tp = TP(md.topic, md.partition)
+            if not self._persisted:
+                asyncio.get_running_loop().call_soon(self._persist_offsets)
+            self._persisted[tp] = max(md.offset, self._persisted.get(tp, -1))
+
+    def _persist_offsets(self) -> None:
+        """What Faust's table does for its own changelog records: remember the offset the local
+        store holds, so a restart on this directory reads only what follows. Once for all the
+        records a produce request acknowledged (their callbacks run together), not once each."""
+        persisted, self._persisted = self._persisted, {}
+        for tp, offset in persisted.items():
+            self.state.data.set_persisted_offset(tp, offset)  # type: ignore[attr-defined]  # on every Faust store
 
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
-        # Straight to the producer (Faust's Topic.send costs more per message than the
-        # page's own JSON). Faust flushes this producer before it commits input offsets.
-        # Every value here was sized against the limit first (detemplate.stream.outputs).
-        fut = await self.app.producer.send(topic, key, value, None, None, None)
-        fut.add_done_callback(_exit_on_send_error)  # type: ignore[attr-defined]
+        # Straight to aiokafka's producer under Faust's (Faust's Topic.send, and even its
+        # Producer.send, cost more per message than the page's own JSON): the same producer,
+        # which Faust flushes before it commits input offsets. Every value here was sized
+        # against the limit first (detemplate.stream.outputs).
+        producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka Producer
+        part = self._partitions.get((topic, key))
+        if part is None and producer._metadata.partitions_for_topic(topic):
+            # aiokafka's own choice (murmur2 of the key, in Python), remembered per host; until
+            # the topic's metadata is in, aiokafka chooses (and waits for it) itself.
+            if len(self._partitions) >= PARTITION_CACHE_KEYS:
+                self._partitions.clear()
+            part = self._partitions[(topic, key)] = producer._partition(topic, None, key, value, key, value)
+        fut = await producer.send(topic, value, key=key, partition=part)
+        fut.add_done_callback(_exit_on_send_error)
 
     async def _publish(
         self, host: str, clean: CleanPage, events: Iterable[TemplateEvent], source: str, raw: bytes | None
@@ -816,6 +845,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
         broker_rebalance_timeout=settings.rebalance_timeout_s,
         broker_commit_interval=settings.commit_interval_s,
         producer_linger=settings.linger_ms / 1000.0,
+        producer_max_batch_size=min(PRODUCER_BATCH_BYTES, settings.max_message_bytes - RECORD_OVERHEAD_BYTES),
         producer_max_request_size=settings.max_message_bytes,
         table_standby_replicas=settings.standby_replicas,
         consumer_auto_offset_reset="earliest",

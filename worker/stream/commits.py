@@ -37,6 +37,8 @@ from typing import Any
 
 from faust.transport.drivers.aiokafka import Consumer, Transport
 
+from .eager import EagerWaitFirst
+
 logger = logging.getLogger(__name__)
 
 HOLD_S = 30.0  # a missing offset is taken for a hole in the log after this long
@@ -154,8 +156,9 @@ class ReadOffsets(dict[Any, Any]):
             super().__setitem__(tp, offset)
 
 
-class SafeCommitConsumer(Consumer):
-    """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position."""
+class SafeCommitConsumer(EagerWaitFirst, Consumer):
+    """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position
+    (and whose records are delivered without a task each: detemplate.stream.eager)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -7,7 +7,7 @@ Kafka or the environment.
     metrics = Metrics()
     server = metrics.start_server("0.0.0.0", 8780)     # /metrics, /healthz, /readyz
     metrics.page_in()                                 # every pages.raw message read
-    metrics.observe_decision(outcome, seconds)        # every page decided: latency, template share
+    metrics.observe_decision(outcome, seconds, cpu)   # every page decided: latency, CPU, template share
     metrics.published_clean(omitted)                  # what went out: clean pages (lean or not),
     metrics.published_event(type)                     #   events,
     metrics.published_dead(reason)                    #   dead letters
@@ -42,6 +42,7 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     tables_capped_total             pages after which a host's table was bounded (max_table_entries)
     hosts_in_store, state_bytes     hosts and bytes of state in this worker's partitions (each sweep)
     page_latency_seconds            histogram: decide time per page
+    decide_cpu_seconds_total        CPU time in decide (the engine's share of process_cpu_seconds_total)
     template_share_ratio            template chars / all chars over the last N clean pages
     hosts_in_state                  hosts with a live table on this worker
     segments_in_state               table entries over those tables (segment and pagelet keys)
@@ -110,6 +111,9 @@ class Metrics:
         self.latency = Histogram(
             f"{PREFIX}_page_latency_seconds", "decide time per page", buckets=LATENCY_BUCKETS, registry=r
         )
+        self.decide_cpu = Counter(
+            f"{PREFIX}_decide_cpu_seconds", "CPU time of the worker's event loop thread in decide", registry=r
+        )
         self.reduced = Counter(
             f"{PREFIX}_outputs_reduced", "clean pages published in their lean form, by what they leave out",
             ["omitted"], registry=r,
@@ -153,10 +157,10 @@ class Metrics:
         """Count messages read from pages.raw (every one, dead or not)."""
         self.pages_in.inc(n)
 
-    def observe_outcome(self, outcome: Outcome, seconds: float) -> None:
+    def observe_outcome(self, outcome: Outcome, seconds: float, cpu_seconds: float = 0.0) -> None:
         """A decided page as if all it produced were published: `observe_decision`, then its
         clean page or dead letter and its events counted (what the worker does in steps)."""
-        self.observe_decision(outcome, seconds)
+        self.observe_decision(outcome, seconds, cpu_seconds)
         if outcome.dead is not None:
             self.published_dead(outcome.dead.reason)
         if outcome.clean is not None:
@@ -164,9 +168,11 @@ class Metrics:
         for event in outcome.events:
             self.published_event(event.type)
 
-    def observe_decision(self, outcome: Outcome, seconds: float) -> None:
-        """A page decided: its latency, and its share of template text when clean (nothing counted)."""
+    def observe_decision(self, outcome: Outcome, seconds: float, cpu_seconds: float = 0.0) -> None:
+        """A page decided: its latency, the CPU it took, and its share of template text when clean
+        (nothing counted)."""
         self.latency.observe(seconds)
+        self.decide_cpu.inc(cpu_seconds)
         if outcome.clean is not None:
             chars = 0
             tchars = 0

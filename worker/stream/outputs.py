@@ -113,7 +113,8 @@ def fit_clean(page: CleanPage, key: bytes, limits: OutputLimits, source: str) ->
     budget = limits.value_budget(key)
     try:
         record = codec.clean_dict(page)
-        data = codec.encode(record)
+        plain = codec.plain_ratios(page)
+        data = codec.encode(record, plain)
         if len(data) <= budget:
             return Fitted(data)
         omitted: list[str] = []
@@ -123,18 +124,18 @@ def fit_clean(page: CleanPage, key: bytes, limits: OutputLimits, source: str) ->
             del record[name]
             omitted.append(name)
             record["omitted"] = list(omitted)
-            data = codec.encode(record)
+            data = codec.encode(record, plain)
             if len(data) <= budget:
                 return Fitted(data, tuple(omitted))
         text = record["text"]
         record["text"] = ""
         record["text_chars"] = len(text)
         record["omitted"] = [*omitted, "text"]
-        room = budget - len(codec.encode(record))
+        room = budget - len(codec.encode(record, plain))
         if room < 0:
             return Fitted(None, dead=_too_large(page.url, page.host, "clean page", len(data), limits, source))
         record["text"] = _cut_to_json_bytes(text, room)
-        return Fitted(codec.encode(record), (*omitted, "text"))
+        return Fitted(codec.encode(record, plain), (*omitted, "text"))
     except ENCODING_ERRORS as exc:
         return Fitted(None, dead=_unencodable(page.url, page.host, "clean page", exc, source))
 

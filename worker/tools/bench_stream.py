@@ -58,6 +58,7 @@ def register(subparsers: Any) -> None:
                    help="put all pages of all corpora of one copy under one host (a host with many templates)")
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--snapshot-every", type=int, default=64)
+    p.add_argument("--compression", default="", help="the worker's producer compression (lz4, zstd, ...; default none)")
     p.add_argument("--no-recovery", action="store_true", help="skip the SIGKILL recovery measurement")
     p.add_argument("--json", help="also write the figures as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory (worker logs)")
@@ -94,15 +95,19 @@ def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = 
 
 
 def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dict[str, bytes], dict[str, Any]]:
-    """Pages/s of process_page + codec; each URL's clean record; table figures."""
+    """Pages/s of process_page + codec; each URL's clean record; table figures (and the CPU a page
+    of process_page alone: the engine's share, as the worker measures its own)."""
     store = MemoryStore()
     out: dict[str, bytes] = {}
     distinct: dict[str, set[int]] = defaultdict(set)
     max_entries: dict[str, int] = defaultdict(int)
     t0 = time.perf_counter()
     c0 = time.process_time()
+    decide_s = 0.0
     for page in pages:
+        d0 = time.thread_time()
         outcome = process_page(page, store, params)
+        decide_s += time.thread_time() - d0
         if outcome.clean is not None:
             out[page.url + "\x00" + page.host] = codec.encode_clean(outcome.clean)
             for e in outcome.events:
@@ -120,6 +125,7 @@ def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dic
     tables = {h: store2.get(h) for h in store2.hosts()}
     figures = {
         "offline_cpu_ms_per_page": round(cpu_ms, 3),
+        "offline_decide_cpu_ms_per_page": round(decide_s * 1000 / len(pages), 3),
         "pages_per_host": max(t.pages for t in tables.values() if t is not None),
         "distinct_segments_per_host": max(len(s) for s in distinct.values()),
         "table_entries_max": max(max_entries.values()),
@@ -133,6 +139,29 @@ def _cpu_s(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """The worker's unlabelled metrics (name -> value) from its /metrics endpoint."""
+    from urllib.request import urlopen
+
+    with urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if line.startswith("#") or "{" in name or not value:
+            continue
+        out[name] = float(value)
+    return out
 
 
 def _dir_bytes(path: Path) -> int:
@@ -221,13 +250,15 @@ def _main(args: argparse.Namespace) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="detemplate-bench-"))
     figures: dict[str, Any] = {"pages": n, "hosts": len(corpus.hosts), "partitions": args.partitions,
+                               "compression": args.compression or "none",
                                "snapshot_every": args.snapshot_every, "offline_pages_per_s": round(offline_rate, 1),
                                **table_figs}
     broker = LocalBroker(log_path=tmp / "broker.log").start()
     try:
         settings = StreamSettings(broker=broker.url, partitions=args.partitions, out_partitions=args.partitions,
                                   tansu=True, snapshot_every=args.snapshot_every, session_timeout_s=6.0,
-                                  heartbeat_s=1.0, rebalance_timeout_s=6.0)
+                                  heartbeat_s=1.0, rebalance_timeout_s=6.0, metrics_host="127.0.0.1",
+                                  metrics_port=_free_port(), compression=args.compression)
         broker.create_topics(settings.topic_partitions())
         t0 = time.perf_counter()
         asyncio.run(produce_raw(broker.bootstrap, settings.topic_raw,
@@ -268,6 +299,18 @@ def _main(args: argparse.Namespace) -> int:
         print(f"cpu: worker {worker_cpu_ms:.2f} ms per page, offline {table_figs['offline_cpu_ms_per_page']:.2f} ms "
               f"per page ({figures['worker_cpu_vs_offline']:.2f}x offline in CPU terms: the rate a worker with a "
               "core of its own would reach)", flush=True)
+        # The engine's share, measured inside the worker on the same pages: what is left is the
+        # worker's own cost a page (Faust, aiokafka, the message's JSON, the state records, metrics).
+        scraped = _scrape(settings.metrics_port)
+        decided = scraped.get("detemplate_page_latency_seconds_count", 0.0)
+        engine_ms = 1000 * scraped.get("detemplate_decide_cpu_seconds_total", 0.0) / max(1.0, decided)
+        figures["worker_decide_cpu_ms_per_page"] = round(engine_ms, 3)
+        figures["worker_overhead_cpu_ms_per_page"] = round(worker_cpu_ms - engine_ms, 3)
+        figures["worker_minus_offline_cpu_ms_per_page"] = round(worker_cpu_ms - table_figs["offline_cpu_ms_per_page"],
+                                                                3)
+        print(f"overhead: decide {engine_ms:.2f} ms CPU a page inside the worker (offline "
+              f"{table_figs['offline_decide_cpu_ms_per_page']:.2f}), the rest {worker_cpu_ms - engine_ms:.2f} ms; "
+              f"worker minus offline {figures['worker_minus_offline_cpu_ms_per_page']:.2f} ms", flush=True)
 
         state: list[Record] = asyncio.run(consume(broker.bootstrap, settings.topic_state)).records
         deltas = [r for r in state if r.key and record_kind(r.key) == "delta"]
