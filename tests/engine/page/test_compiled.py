@@ -15,7 +15,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors.pagelevel import features
+from detemplate.engine.detectors.pagelevel import (
+    checked_kernel,
+    compiled_features,
+    features,
+    features_kernel,
+    page_features,
+)
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
@@ -54,7 +60,13 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         # The text statistics (counted by the compiled walk, by _TextStats in Python) and
         # so every feature are the same.
         assert np.array_equal(text_stats(got_tree), text_stats(expected_tree))
-        assert np.array_equal(features(got_tree), features(expected_tree))
+        reference = features(expected_tree)
+        assert np.array_equal(features(got_tree), reference)
+        # The compiled features: the same doubles, bit for bit, from either walk's tree.
+        kernel = features_kernel()
+        assert kernel is not None
+        assert compiled_features(kernel, got_tree).tobytes() == reference.tobytes()
+        assert compiled_features(kernel, expected_tree).tobytes() == reference.tobytes()
     else:
         assert got_tree == expected_tree
     got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
@@ -197,6 +209,35 @@ def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() ->
 
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
+
+
+def test_the_page_level_features_are_compiled_when_the_walk_is() -> None:
+    is_compiled = compiled.module() is not None
+    assert (features_kernel() is not None) == is_compiled
+    tree = walk(LexborHTMLParser(make_site("s.example", 1)[0].page.html), PARAMS)
+    assert page_features(tree).tobytes() == features(tree).tobytes()
+
+
+@needs_fast
+def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    kernel = features_kernel()
+
+    class Off:
+        @staticmethod
+        def page_features(X, *args):  # type: ignore[no-untyped-def]
+            written = kernel(X, *args)
+            X[-1, 3] += 1e-12  # one feature of one node off by a little
+            return written
+
+    class Failing:
+        @staticmethod
+        def page_features(*args):  # type: ignore[no-untyped-def]
+            raise TypeError("a build for another signature")
+
+    assert checked_kernel(compiled.module()) is not None
+    assert checked_kernel(Off) is None
+    assert checked_kernel(Failing) is None
+    assert checked_kernel(object()) is None
 
 
 # -- the compiled walk's dependency: selectolax's private ABI -------------------------------------

@@ -23,7 +23,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 
@@ -86,7 +86,10 @@ cdef enum:
     INLINE = 0
     BLOCK = 1
     SKIP = 2
-    F_IN_A = 4096  # page/cues.py F_IN_A
+    F_THINT = 1  # page/cues.py F_THINT, F_IN_THINT, F_IN_LIST, F_IN_A
+    F_IN_THINT = 4
+    F_IN_LIST = 512
+    F_IN_A = 4096
     N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
     # Character classes of page/cues.py (C_SPACE ... C_BOUNDARY) and the text
     # statistics columns the walk returns (page/tree.py TEXT_COLUMNS, in this order).
@@ -981,6 +984,199 @@ cdef class Walker:
         mark = _copyright_mark(s, n)
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
+
+
+
+# -- the page-level model's features ---------------------------------------------------------
+
+def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, ::1] counts,
+                  const long long[::1] flag_bits, const double[::1] char_edges,
+                  const double[::1] anchor_edges, const double[::1] pos_edges, Py_ssize_t n_tags):
+    """detectors/pagelevel.py `features` (the reference), row by row, into X (n rows).
+
+    cols: the node columns (page/tree.py NODE_COLUMNS), counts: the text statistics
+    (TEXT_COLUMNS). The same floating-point operations in the same order as the numpy
+    code, so the same doubles, with one exception: the columns that numpy takes log1p of
+    (log_chars, log_sub_chars, log_avg_seg, log_segs, log_children, log_words,
+    prev_log_chars, next_log_chars) are left holding log1p's argument, for the caller to
+    take with numpy's log1p (whose SIMD results differ from libm's in the last bit).
+    Sums over nodes (subtrees, siblings) add in node order, as numpy's cumsum and
+    bincount do. Returns the number of columns written.
+    """
+    cdef Py_ssize_t n = cols.shape[0], m = X.shape[1], i, j, k, col = 0, p, top = 0, g, prev = -1
+    cdef Py_ssize_t n_flags = flag_bits.shape[0], n_char = char_edges.shape[0]
+    cdef Py_ssize_t n_anchor = anchor_edges.shape[0], n_pos = pos_edges.shape[0]
+    if n == 0:
+        return 0
+    if X.shape[0] != n or counts.shape[0] != n or cols.shape[1] < N_COLUMNS or counts.shape[1] < N_STATS:
+        raise ValueError("features: the arrays do not fit")
+    if 25 + n_tags + n_flags + n_char + n_anchor + n_pos + 3 + 5 + 4 + 4 + 1 != m:
+        raise ValueError("features: X has the wrong number of columns")
+    cdef double *work = <double *>malloc((13 * n + 3) * sizeof(double))
+    if work == NULL:
+        raise MemoryError()
+    cdef double *acc_c = work  # n + 1 each: prefix sums
+    cdef double *acc_a = work + (n + 1)
+    cdef double *acc_l = work + 2 * (n + 1)
+    cdef double *sub_c = work + 3 * (n + 1)
+    cdef double *sub_a = sub_c + n
+    cdef double *anchor = sub_c + 2 * n
+    cdef double *sub_anchor = sub_c + 3 * n
+    cdef double *sib_c = sub_c + 4 * n
+    cdef double *sib_a = sub_c + 5 * n
+    cdef double *score1 = sub_c + 6 * n
+    cdef double *score2 = sub_c + 7 * n
+    cdef double *vote = sub_c + 8 * n
+    cdef double *children = sub_c + 9 * n
+    cdef double c, a, s, d, st, sl, total, words, nw, length, plain, plain_max, best, main_start, main_end
+    cdef double pos, sa, sc
+    cdef long long f
+    cdef bint in_main
+    cdef double *row
+    try:
+        acc_c[0] = acc_a[0] = acc_l[0] = 0.0
+        for i in range(n):
+            acc_c[i + 1] = acc_c[i] + cols[i, 1]
+            acc_a[i + 1] = acc_a[i] + cols[i, 2]
+            acc_l[i + 1] = acc_l[i] + cols[i, 3]
+            sib_c[i] = sib_a[i] = score1[i] = score2[i] = children[i] = 0.0
+        for i in range(n):
+            k = <Py_ssize_t>cols[i, 5]
+            sub_c[i] = acc_c[k] - acc_c[i]
+            sub_a[i] = acc_a[k] - acc_a[i]
+            c = cols[i, 1]
+            anchor[i] = cols[i, 2] / (c if c > 1.0 else 1.0) if c > 0 else 0.0
+            sub_anchor[i] = sub_a[i] / (sub_c[i] if sub_c[i] > 1.0 else 1.0)
+            plain = c - cols[i, 2]
+            if plain >= 25 and anchor[i] < 0.5:
+                vote[i] = 1.0 + (plain / 100.0 if plain / 100.0 < 3.0 else 3.0) + 0.5 * (
+                    counts[i, 6] if counts[i, 6] < 5.0 else 5.0)
+            else:
+                vote[i] = 0.0
+        for j in range(1, n):
+            p = <Py_ssize_t>cols[j, 0]
+            if p < 0:
+                p = 0
+            children[p] += 1.0
+            sib_c[p] += sub_c[j]
+            sib_a[p] += sub_a[j]
+            score1[p] += vote[j]
+            g = <Py_ssize_t>cols[p, 0]
+            score2[g if g > 0 else 0] += 0.5 * vote[j]
+        best = score1[0] + score2[0]
+        for k in range(1, n):
+            if score1[k] + score2[k] > best:
+                best = score1[k] + score2[k]
+                top = k
+        if not best > 0:
+            top = 0
+        total = sub_c[0] if sub_c[0] > 1.0 else 1.0
+        main_start = cols[top, 6]
+        main_end = cols[top, 6] + sub_c[top]
+        plain_max = cols[0, 1] - cols[0, 2]
+        for i in range(1, n):
+            if cols[i, 1] - cols[i, 2] > plain_max:
+                plain_max = cols[i, 1] - cols[i, 2]
+        if plain_max < 1.0:
+            plain_max = 1.0
+        for i in range(n):
+            row = &X[i, 0]
+            c = cols[i, 1]
+            a = cols[i, 2]
+            s = cols[i, 4]
+            st = cols[i, 6]
+            d = cols[i, 7]
+            f = <long long>cols[i, 8]
+            p = <Py_ssize_t>cols[i, 0]
+            sc = sub_c[i]
+            sa = sub_anchor[i]
+            sl = acc_l[<Py_ssize_t>cols[i, 5]] - acc_l[i]
+            row[0] = c  # log1p by the caller
+            row[1] = sc  # log1p
+            row[2] = anchor[i]
+            row[3] = sa
+            row[4] = cols[i, 3] * 50.0 / (c + 50.0)
+            row[5] = sl * 50.0 / (sc + 50.0)
+            row[6] = c / (s if s > 1.0 else 1.0)  # log1p
+            row[7] = s  # log1p
+            row[8] = sc / total
+            pos = st / total
+            row[9] = pos
+            row[10] = (st + sc) / total
+            row[11] = (d if d < 40.0 else 40.0) / 40.0
+            row[12] = children[i]  # log1p
+            row[13] = 1.0 if c > 0 else 0.0
+            # The direct text's statistics.
+            length = c if c > 1.0 else 1.0
+            words = counts[i, 0] + 1.0 if c > 0 else 0.0
+            nw = words if words > 1.0 else 1.0
+            row[14] = counts[i, 1] / length
+            row[15] = counts[i, 2] * 100.0 / (c + 100.0)
+            row[16] = words  # log1p
+            row[17] = ((c / nw if c / nw < 20.0 else 20.0) / 10.0) if c > 0 else 0.0
+            row[18] = counts[i, 3] / length
+            row[19] = counts[i, 4] / nw
+            row[20] = counts[i, 8]
+            row[21] = counts[i, 5] / nw
+            # The parent's link density and weight, the siblings' link density.
+            if p >= 0:
+                row[22] = sub_anchor[p]
+                row[23] = sub_c[p] / total
+                row[24] = (sib_a[p] - sub_a[i]) / (
+                    sib_c[p] - sc if sib_c[p] - sc > 1.0 else 1.0)
+            else:
+                row[22] = 0.0
+                row[23] = 1.0
+                row[24] = 0.0
+            col = 25
+            for k in range(n_tags):
+                row[col + k] = 0.0
+            g = <Py_ssize_t>cols[i, 9]
+            if 0 <= g < n_tags:
+                row[col + g] = 1.0
+            col += n_tags
+            for k in range(n_flags):
+                row[col + k] = 1.0 if f & flag_bits[k] else 0.0
+            col += n_flags
+            for k in range(n_char):
+                row[col + k] = 1.0 if c >= char_edges[k] else 0.0
+            col += n_char
+            for k in range(n_anchor):
+                row[col + k] = 1.0 if sa >= anchor_edges[k] else 0.0
+            col += n_anchor
+            for k in range(n_pos):
+                row[col + k] = 1.0 if pos >= pos_edges[k] else 0.0
+            col += n_pos
+            row[col] = sa if sc < 80 else 0.0
+            row[col + 1] = sa if sc >= 80 else 0.0
+            row[col + 2] = 1.0 if (f & (F_THINT | F_IN_THINT)) and (f & F_IN_LIST) else 0.0
+            col += 3
+            # The main-content candidate.
+            in_main = top <= i < <Py_ssize_t>cols[top, 5]
+            row[col] = 1.0 if in_main else 0.0
+            row[col + 1] = 1.0 if st + sc <= main_start and not in_main else 0.0
+            row[col + 2] = 1.0 if st >= main_end and not in_main else 0.0
+            row[col + 3] = sub_c[top] / total
+            row[col + 4] = 1.0 if top == 0 else 0.0
+            col += 5
+            # Neighbouring text blocks in document order (filled in below).
+            row[col] = row[col + 1] = row[col + 2] = row[col + 3] = 0.0
+            if c > 0:
+                if prev >= 0:
+                    row[col] = cols[prev, 1]  # log1p
+                    row[col + 1] = anchor[prev]
+                    X[prev, col + 2] = c  # log1p
+                    X[prev, col + 3] = anchor[i]
+                prev = i
+            col += 4
+            row[col] = (c - a) / plain_max
+            row[col + 1] = ((d - cols[top, 7] if d - cols[top, 7] < 10.0 else 10.0) / 10.0) if in_main else -1.0
+            row[col + 2] = counts[i, 7]
+            row[col + 3] = counts[i, 9] / nw
+            row[col + 4] = 1.0
+    finally:
+        free(work)
+    return col + 5
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
