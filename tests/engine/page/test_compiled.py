@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from detemplate.engine.detectors import pagelets
 from detemplate.engine.detectors.pagelevel import (
     checked_kernel,
     compiled_features,
@@ -25,7 +26,7 @@ from detemplate.engine.detectors.pagelevel import (
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
-from detemplate.engine.params import SegmentParams
+from detemplate.engine.params import PageletParams, SegmentParams
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,12 @@ from selectolax.lexbor import LexborHTMLParser
 PARAMS = SegmentParams()
 FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
 needs_fast = pytest.mark.skipif(FAST is None, reason=f"the compiled walk is not in use: {compiled.status()}")
+
+PAGELET_PARAMS = (
+    PageletParams(),
+    PageletParams(k=1, sketch_size=8, min_links=0, min_anchor_share=0.0),
+    PageletParams(k=2, sketch_size=3, min_links=1, min_anchor_share=0.3),
+)
 
 TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg"]
 
@@ -67,6 +74,12 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         assert kernel is not None
         assert compiled_features(kernel, got_tree).tobytes() == reference.tobytes()
         assert compiled_features(kernel, expected_tree).tobytes() == reference.tobytes()
+        # The compiled pagelet cut and min-hash keys.
+        assert pagelets.pagelet_kernels() is not None
+        for pagelet_params in PAGELET_PARAMS:
+            assert pagelets.page_sketches(got_tree, pagelet_params) == pagelets.page_sketches_python(
+                expected_tree, pagelet_params
+            )
     else:
         assert got_tree == expected_tree
     got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
@@ -238,6 +251,34 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_kernel(Off) is None
     assert checked_kernel(Failing) is None
     assert checked_kernel(object()) is None
+
+
+def test_the_pagelets_are_compiled_when_the_walk_is() -> None:
+    assert (pagelets.pagelet_kernels() is not None) == (compiled.module() is not None)
+    tree = walk(LexborHTMLParser(make_site("s.example", 1)[0].page.html), PARAMS)
+    for pagelet_params in (*PAGELET_PARAMS, PageletParams(w=3)):  # w > 1: the Python code runs
+        count, sketches = pagelets.page_sketches(tree, pagelet_params)
+        assert sketches
+        assert (count, sketches) == pagelets.page_sketches_python(tree, pagelet_params)
+
+
+@needs_fast
+def test_pagelet_kernels_that_differ_on_the_probe_page_are_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        pagelet_rows = mod.pagelet_rows
+
+        @staticmethod
+        def sketch_keys1(*args):  # type: ignore[no-untyped-def]
+            rows = mod.sketch_keys1(*args)
+            return [(row[0] ^ 1 << 40, *row[1:]) for row in rows]  # one min-hash off
+
+    assert pagelets.checked_kernels(mod) is mod
+    assert pagelets.checked_kernels(Off) is None
+    assert pagelets.checked_kernels(object()) is None
+    assert pagelets.checked_kernels(None) is None
+    assert pagelets.pagelet_kernels() is mod  # the check leaves the choice as it was
 
 
 # -- the compiled walk's dependency: selectolax's private ABI -------------------------------------

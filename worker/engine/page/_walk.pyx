@@ -18,7 +18,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
-from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
@@ -1177,6 +1177,123 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
     finally:
         free(work)
     return col + 5
+
+
+
+# -- pagelets: the cut, the fingerprinted ones, their min-hash keys ---------------------------
+# detectors/pagelets.py `page_sketches_python` and `sketch_keys` (numpy) are the reference.
+
+cdef inline Py_ssize_t _bisect_left(const Py_ssize_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t x) noexcept nogil:
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def pagelet_rows(list parent, list end, list links, list chars, list achars, list node_of_block, list blocks,
+                 Py_ssize_t k, Py_ssize_t min_links, double min_anchor):
+    """`block_pagelets` (Definition 2 over the block tree) and `page_sketches`' choice of
+    the pagelets to fingerprint, over a PageTree's lists.
+
+    Returns (pagelets with text, [(order, node, first block, end block, links)] of those
+    fingerprinted, their segment keys in document order, where each one's keys start).
+    """
+    cdef Py_ssize_t n = len(end), nb = len(node_of_block), i, v, e, p, node, node_end, nlinks, first, last
+    cdef Py_ssize_t count = 0
+    cdef list rows = [], keys = [], starts = []
+    if n == 0:
+        return 0, rows, keys, starts
+    if len(parent) != n or len(links) != n or len(chars) != n or len(achars) != n or len(blocks) != nb:
+        raise ValueError("pagelet_rows: the lists do not fit")
+    cdef Py_ssize_t *work = <Py_ssize_t *>malloc((4 * (n + 1) + nb) * sizeof(Py_ssize_t))
+    if work == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t *acc_l = work
+    cdef Py_ssize_t *acc_c = work + (n + 1)
+    cdef Py_ssize_t *acc_a = work + 2 * (n + 1)
+    cdef Py_ssize_t *split = work + 3 * (n + 1)
+    cdef Py_ssize_t *nob = work + 4 * (n + 1)
+    try:
+        acc_l[0] = acc_c[0] = acc_a[0] = 0
+        for i in range(n):
+            acc_l[i + 1] = acc_l[i] + <Py_ssize_t>links[i]
+            acc_c[i + 1] = acc_c[i] + <Py_ssize_t>chars[i]
+            acc_a[i + 1] = acc_a[i] + <Py_ssize_t>achars[i]
+            split[i] = 0
+        for i in range(nb):
+            nob[i] = <Py_ssize_t>node_of_block[i]
+        # An element is split when one of its children holds k links or more.
+        if acc_l[n] >= k:
+            for i in range(n):
+                p = <Py_ssize_t>parent[i]
+                e = <Py_ssize_t>end[i]
+                if p >= 0 and acc_l[e] - acc_l[i] >= k:
+                    split[p] = 1
+        v = 0
+        while v < n:
+            if split[v]:
+                node, node_end, nlinks = v, v + 1, <Py_ssize_t>links[v]
+                v += 1
+                if not acc_c[node_end] > acc_c[node]:
+                    continue
+            else:
+                e = <Py_ssize_t>end[v]
+                node, node_end, nlinks = v, e, acc_l[e] - acc_l[v]
+                v = e
+                if not acc_c[node_end] > acc_c[node]:
+                    continue
+            count += 1
+            if nlinks < min_links:
+                continue
+            if min_anchor and (acc_a[node_end] - acc_a[node]) < min_anchor * (acc_c[node_end] - acc_c[node]):
+                continue
+            first = _bisect_left(nob, 0, nb, node)
+            last = _bisect_left(nob, first, nb, node_end)
+            rows.append((count - 1, node, first, last, nlinks))
+            starts.append(len(keys))
+            for i in range(first, last):
+                for seg in <list>(<tuple>blocks[i])[1]:
+                    keys.append((<tuple>seg)[0])
+    finally:
+        free(work)
+    return count, rows, keys, starts
+
+
+def sketch_keys1(list keys, list starts, Py_ssize_t size, bytes perm_a, bytes perm_b, bytes salt,
+                 unsigned long long keep, unsigned long long tag):
+    """detectors/pagelets.py `sketch_keys` for w = 1: per group of keys (group i is
+    keys[starts[i]:starts[i+1]], none empty), `size` min-hashes min(a*h + b) (mod 2^64),
+    each XORed with its salt and tagged ((x & keep) | tag); a tuple a group."""
+    cdef Py_ssize_t n = len(keys), groups = len(starts), g, i, j, lo, hi
+    cdef const unsigned long long *a = <const unsigned long long *><const char *>perm_a
+    cdef const unsigned long long *b = <const unsigned long long *><const char *>perm_b
+    cdef const unsigned long long *s = <const unsigned long long *><const char *>salt
+    cdef unsigned long long low, x
+    if size * 8 > len(perm_a) or size * 8 > len(perm_b) or size * 8 > len(salt):
+        raise ValueError("not enough permutations")
+    cdef array.array held = array.array("Q", keys)
+    cdef unsigned long long *h = held.data.as_ulonglongs
+    out = []
+    for g in range(groups):
+        lo = starts[g]
+        hi = starts[g + 1] if g + 1 < groups else n
+        if not 0 <= lo < hi <= n:
+            raise ValueError("sketch_keys1: an empty or misplaced group")
+        row = PyTuple_New(size)
+        for j in range(size):
+            low = 0xFFFFFFFFFFFFFFFFULL
+            for i in range(lo, hi):
+                x = h[i] * a[j] + b[j]
+                if x < low:
+                    low = x
+            low ^= s[j]
+            _put(row, j, PyLong_FromUnsignedLongLong((low & keep) | tag))
+        out.append(row)
+    return out
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
