@@ -39,7 +39,7 @@ STEPS: list[tuple[str, Any, str]] = [
     ("walk_page: walk (cues)", pipeline, "walk"),
     ("walk_page: segment_tree (no cues)", pipeline, "segment_tree"),
     ("pagelevel.block_scores", pagelevel, "block_scores"),
-    ("  pagelevel.features", pagelevel, "features"),
+    ("  pagelevel.page_features", pagelevel, "page_features"),
     ("  PageLevelModel.scores", pagelevel.PageLevelModel, "scores"),
     ("  isotonic_tree", pagelevel, "isotonic_tree"),
     ("pagelets.page_sketches", pagelets, "page_sketches"),

@@ -1311,10 +1311,27 @@ cdef extern from *:
     DT_COUNT(dt_count_u8, uint8_t)
     DT_COUNT(dt_count_u16, uint16_t)
     DT_COUNT(dt_count_u32, uint32_t)
+    /* The next c at or after i (n where there is none): memchr for bytes. */
+    static Py_ssize_t dt_find(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 c) {
+        if (kind == 1) {
+            const uint8_t *s = (const uint8_t *)data;
+            const void *at = i < n ? memchr(s + i, (int)c, (size_t)(n - i)) : NULL;
+            return at ? (const uint8_t *)at - s : n;
+        }
+        if (kind == 2) {
+            const uint16_t *s = (const uint16_t *)data;
+            while (i < n && s[i] != c) i++;
+            return i;
+        }
+        const uint32_t *s = (const uint32_t *)data;
+        while (i < n && s[i] != c) i++;
+        return i;
+    }
     """
     Py_ssize_t dt_count_u8(const unsigned char *s, Py_ssize_t n, unsigned char c) noexcept nogil
     Py_ssize_t dt_count_u16(const unsigned short *s, Py_ssize_t n, unsigned short c) noexcept nogil
     Py_ssize_t dt_count_u32(const unsigned int *s, Py_ssize_t n, unsigned int c) noexcept nogil
+    Py_ssize_t dt_find(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 c) noexcept nogil
 
 
 def count_tags(str html):
@@ -1337,6 +1354,9 @@ cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept nogil:
     return _ascii_alpha(c) or (48 <= c <= 57)
 
 
+cdef dict _NOT_NESTING_PACKED = {}  # not_nesting -> its short names packed (_pack), sorted
+
+
 def nesting_estimate(str html, frozenset not_nesting):
     """page/guards.py nesting_estimate: the deepest nesting the tags open (same result)."""
     cdef int kind = PyUnicode_KIND(html)
@@ -1348,16 +1368,20 @@ def nesting_estimate(str html, frozenset not_nesting):
     cdef unsigned long long packed[64]
     cdef Py_ssize_t n_packed = 0, lo, hi, mid
     cdef unsigned char lower
-    values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
-    if len(values) > 64:
-        raise ValueError("too many names")
+    values = _NOT_NESTING_PACKED.get(not_nesting)
+    if values is None:
+        values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
+        if len(values) > 64:
+            raise ValueError("too many names")
+        if len(_NOT_NESTING_PACKED) < 16:
+            _NOT_NESTING_PACKED[not_nesting] = values
     for value in values:
         packed[n_packed] = value
         n_packed += 1
     while i < n:
-        if PyUnicode_READ(kind, data, i) != 60:  # "<"
-            i += 1
-            continue
+        i = dt_find(kind, data, i, n, 60)  # the next "<"
+        if i >= n:
+            break
         j = i + 1
         close = j < n and PyUnicode_READ(kind, data, j) == 47  # "/"
         if close:
