@@ -16,6 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from detemplate.engine.detectors import pagelets
+from detemplate.engine.detectors.base import tally_kernel, tally_python
 from detemplate.engine.detectors.pagelevel import (
     checked_kernel,
     compiled_features,
@@ -74,6 +75,11 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         assert kernel is not None
         assert compiled_features(kernel, got_tree).tobytes() == reference.tobytes()
         assert compiled_features(kernel, expected_tree).tobytes() == reference.tobytes()
+        # The compiled tally: every other segment key voted template.
+        blocks = got_tree.blocks
+        voted = {seg.key for block in blocks for seg in block.segments[::2]}
+        assert tally_kernel() is not None
+        assert tally_kernel()(blocks, voted) == tally_python(blocks, voted)
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:
@@ -251,6 +257,10 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_kernel(Off) is None
     assert checked_kernel(Failing) is None
     assert checked_kernel(object()) is None
+
+
+def test_the_tally_is_compiled_when_the_walk_is() -> None:
+    assert (tally_kernel() is not None) == (compiled.module() is not None)
 
 
 def test_the_pagelets_are_compiled_when_the_walk_is() -> None:

@@ -1296,6 +1296,26 @@ def sketch_keys1(list keys, list starts, Py_ssize_t size, bytes perm_a, bytes pe
     return out
 
 
+
+# -- the ballot's tally -----------------------------------------------------------------------
+
+def tally(list blocks, set template_keys):
+    """detectors/base.py `tally_python`: each block's chars, and the part of them in
+    segments whose key is among `template_keys`."""
+    cdef list chars_of = [], tchars_of = []
+    cdef Py_ssize_t chars, tchars, length
+    for block in blocks:
+        chars = tchars = 0
+        for seg in <list>(<tuple>block)[1]:
+            length = <Py_ssize_t>(<tuple>seg)[2]
+            chars += length
+            if (<tuple>seg)[0] in template_keys:
+                tchars += length
+        chars_of.append(chars)
+        tchars_of.append(tchars)
+    return chars_of, tchars_of
+
+
 # -- before parsing: how many tags, how deep they nest ------------------------------------
 
 cdef extern from *:
