@@ -39,6 +39,7 @@ STEPS: list[tuple[str, Any, str]] = [
     ("walk_page: walk (cues)", pipeline, "walk"),
     ("walk_page: segment_tree (no cues)", pipeline, "segment_tree"),
     ("pagelevel.block_scores", pagelevel, "block_scores"),
+    ("  pagelevel.features (numpy)", pagelevel, "features"),
     ("  pagelevel.page_features", pagelevel, "page_features"),
     ("  PageLevelModel.scores", pagelevel.PageLevelModel, "scores"),
     ("  isotonic_tree", pagelevel, "isotonic_tree"),
@@ -91,6 +92,9 @@ def main() -> int:
     corpora = [load_corpus(p) for p in args.corpus_dirs]
     pages = sum(len(c.pages) for c in corpora)
     targets = STAGES + (STEPS + detector_steps() if args.detail else [])
+    # An older engine (PYTHONPATH to another checkout) lacks some steps: those print "-".
+    absent = [label for label, owner, name in targets if not hasattr(owner, name)]
+    targets = [(label, owner, name) for label, owner, name in targets if hasattr(owner, name)]
     passes: list[dict[str, float]] = []
     sums: dict[str, float] = defaultdict(float)
     originals = [(owner, name, getattr(owner, name)) for _label, owner, name in targets]
@@ -116,6 +120,8 @@ def main() -> int:
     for label in labels:
         values = [p.get(label, 0.0) * 1000 / pages for p in passes]
         print(f"{label:<46} {min(values):>7.3f} {statistics.median(values):>7.3f}")
+    for label in absent:
+        print(f"{label:<46} {'-':>7} {'-':>7}")
     return 0
 
 

@@ -1316,6 +1316,42 @@ def tally(list blocks, set template_keys):
     return chars_of, tchars_of
 
 
+
+# -- the verdicts -------------------------------------------------------------------------------
+
+def block_verdicts(list blocks, list texts, list chars, list tchars, list template, list method, list role,
+                   verdict_type, str template_label, str content_label):
+    """engine/pipeline.py `block_verdicts_python`: a BlockVerdict(path, text, chars, template
+    chars, ratio, verdict, method, role) a block, and the texts of those kept."""
+    cdef Py_ssize_t n = len(blocks), i
+    cdef list verdicts = [], kept = []
+    if len(texts) != n or len(chars) != n or len(tchars) != n or len(template) != n or len(method) != n \
+            or len(role) != n:
+        raise ValueError("block_verdicts: the lists differ in length")
+    for i in range(n):
+        text = texts[i]
+        c = chars[i]
+        t = tchars[i]
+        if template[i]:
+            verdict = template_label
+        else:
+            verdict = content_label
+            kept.append(text)
+        v = PyType_GenericAlloc(verdict_type, 8)
+        _put(v, 0, (<tuple>blocks[i])[0])
+        _put(v, 1, text)
+        _put(v, 2, c)
+        _put(v, 3, t)
+        # int / int: the quotient of the two as doubles, as Python's true division of ints
+        # below 2^53 is (a block's characters are far fewer).
+        _put(v, 4, <double>(<Py_ssize_t>t) / <double>(<Py_ssize_t>c) if t else 0.0)
+        _put(v, 5, verdict)
+        _put(v, 6, method[i])
+        _put(v, 7, role[i])
+        verdicts.append(v)
+    return verdicts, kept
+
+
 # -- before parsing: how many tags, how deep they nest ------------------------------------
 
 cdef extern from *:
