@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import statistics
 import sys
@@ -222,13 +223,20 @@ def measure_extractor(corpora: Sequence[Corpus], extractor: Extractor, repeat: i
     htmls = [page.html for page in pages]
     rounds = min(repeat, extractor.max_rounds) if extractor.max_rounds else repeat
     row = SpeedRow(extractor.name, len(pages), [], [], [], [])
-    for r in range(rounds):
-        if r % 2 == 0:
-            row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
-            row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
-        else:
-            row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
-            row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
+    # Its package's warnings about pages (trafilatura logs one for many) would drown the output.
+    logger = logging.getLogger(extractor.name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        for r in range(rounds):
+            if r % 2 == 0:
+                row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
+                row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
+            else:
+                row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
+                row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
+    finally:
+        logger.setLevel(level)
     return row, extractor.note(len(pages), rounds)
 
 

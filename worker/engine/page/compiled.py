@@ -18,8 +18,8 @@ The extension also holds the engine's other compiled loops (the table's per-page
 the tag scans of the input guards, the clusters' signatures, the page-level features,
 the pagelets' cut and min-hash keys, the ballot's tally, the verdict loop); they are used
 exactly when the module is, those with a floating-point or subtle result only after they
-gave their Python reference's result on a probe. Only the default path form ("tag") and walks that do not need selectolax
-node objects back (`--html`) are compiled.
+gave their Python reference's result on a probe. Only the default path form ("tag") and
+walks that do not need selectolax node objects back (`--html`) are compiled.
 """
 
 from __future__ import annotations
