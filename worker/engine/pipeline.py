@@ -172,7 +172,7 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
     tally = ballot.tally()
     lists = (walked.blocks, walked.texts, tally.chars, tally.template_chars, decided.template, decided.method,
              decided.role)
-    kernel = verdicts_kernel()
+    kernel = compiled.kernel("block_verdicts")
     if kernel is not None:  # the same loop, compiled (page/_walk.pyx block_verdicts)
         return Combined(*kernel(*lists, BlockVerdict, TEMPLATE, CONTENT))
     return Combined(*block_verdicts_python(*lists))
@@ -198,15 +198,6 @@ def block_verdicts_python(
         verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by, role)))
     return verdicts, kept
 
-
-_verdicts: list[Any] = []  # the choice, made on first use: [the compiled loop or None]
-
-
-def verdicts_kernel() -> Any:
-    """The compiled verdict loop where the page walk is compiled, else None."""
-    if not _verdicts:
-        _verdicts.append(getattr(compiled.module(), "block_verdicts", None))
-    return _verdicts[0]
 
 
 def page_outcome(

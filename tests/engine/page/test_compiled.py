@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from detemplate.engine.detectors import pagelets
-from detemplate.engine.detectors.base import tally_kernel, tally_python
+from detemplate.engine.detectors.base import tally_python
 from detemplate.engine.detectors.pagelevel import (
     checked_kernel,
     compiled_features,
@@ -29,7 +29,7 @@ from detemplate.engine.model import CONTENT, TEMPLATE, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
-from detemplate.engine.pipeline import block_verdicts_python, verdicts_kernel
+from detemplate.engine.pipeline import block_verdicts_python
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -80,8 +80,7 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         # The compiled tally: every other segment key voted template.
         blocks = got_tree.blocks
         voted = {seg.key for block in blocks for seg in block.segments[::2]}
-        assert tally_kernel() is not None
-        assert tally_kernel()(blocks, voted) == tally_python(blocks, voted)
+        assert compiled.kernel("tally")(blocks, voted) == tally_python(blocks, voted)
         # The compiled verdict loop.
         chars, tchars = tally_python(blocks, voted)
         n = len(blocks)
@@ -89,9 +88,7 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
             blocks, [" ".join(seg.text for seg in block.segments) for block in blocks], chars, tchars,
             [i % 3 == 0 for i in range(n)], [("table", "pagelevel")[i % 2] for i in range(n)], ["main"] * n,
         )
-        kernel_verdicts = verdicts_kernel()
-        assert kernel_verdicts is not None
-        got_verdicts = kernel_verdicts(*lists, BlockVerdict, TEMPLATE, CONTENT)
+        got_verdicts = compiled.kernel("block_verdicts")(*lists, BlockVerdict, TEMPLATE, CONTENT)
         assert got_verdicts == block_verdicts_python(*lists)
         assert all(type(v) is BlockVerdict for v in got_verdicts[0])
         # The compiled pagelet cut and min-hash keys.
@@ -274,8 +271,8 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    assert (tally_kernel() is not None) == (compiled.module() is not None)
-    assert (verdicts_kernel() is not None) == (compiled.module() is not None)
+    for name in ("tally", "block_verdicts"):
+        assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 
 def test_the_pagelets_are_compiled_when_the_walk_is() -> None:

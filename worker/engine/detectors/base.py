@@ -108,7 +108,7 @@ class Ballot:
         if tally is None:
             template_keys = self.template_keys
             if template_keys:
-                kernel = tally_kernel()
+                kernel = compiled.kernel("tally")
                 if kernel is None:
                     chars_of, tchars_of = tally_python(self.blocks, template_keys)
                 else:
@@ -136,15 +136,6 @@ def tally_python(blocks: list[Block], template_keys: set[int]) -> tuple[list[int
         tchars_of.append(tchars)
     return chars_of, tchars_of
 
-
-_tally: list[Any] = []  # the choice, made on first use: [the compiled tally or None]
-
-
-def tally_kernel() -> Any:
-    """The compiled `tally` where the page walk is compiled, else None (then `tally_python` runs)."""
-    if not _tally:
-        _tally.append(getattr(compiled.module(), "tally", None))
-    return _tally[0]
 
 
 C = TypeVar("C", bound=Contribution)

@@ -296,6 +296,23 @@ cdef inline void _put(object tup, Py_ssize_t i, object item):
     PyTuple_SET_ITEM(tup, i, item)
 
 
+ctypedef fused sorted_t:
+    Py_ssize_t
+    unsigned long long
+
+
+cdef inline Py_ssize_t _bisect_left(const sorted_t *a, Py_ssize_t lo, Py_ssize_t hi, sorted_t x) noexcept nogil:
+    """Python's bisect_left over the ascending a[lo:hi]."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _pack(bytes word):
     """An ASCII word of up to 8 bytes as one integer (little-endian)."""
     return int.from_bytes(word, "little")
@@ -949,7 +966,7 @@ cdef class Walker:
     cdef void _ascii_words(self, str text, double *out) noexcept:
         """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
         cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo, hi, mid
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
         cdef unsigned long long word
         cdef unsigned char c
         cdef double stop = 0
@@ -971,14 +988,7 @@ cdef class Walker:
                     word |= (<unsigned long long>c) << (8 * (i - start))
                 i += 1
             if packable and 0 < i - start <= 8:
-                lo = 0
-                hi = self.n_stop_ascii
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if self.stop_ascii[mid] < word:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
                 if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
                     stop += 1
         mark = _copyright_mark(s, n)
@@ -1182,16 +1192,6 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
 
 # -- pagelets: the cut, the fingerprinted ones, their min-hash keys ---------------------------
 # detectors/pagelets.py `page_sketches_python` and `sketch_keys` (numpy) are the reference.
-
-cdef inline Py_ssize_t _bisect_left(const Py_ssize_t *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t x) noexcept nogil:
-    cdef Py_ssize_t mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def pagelet_rows(list parent, list end, list links, list chars, list achars, list node_of_block, list blocks,
@@ -1422,7 +1422,7 @@ def nesting_estimate(str html, frozenset not_nesting):
     cdef bint close
     cdef unsigned long long word
     cdef unsigned long long packed[64]
-    cdef Py_ssize_t n_packed = 0, lo, hi, mid
+    cdef Py_ssize_t n_packed = 0, lo
     cdef unsigned char lower
     values = _NOT_NESTING_PACKED.get(not_nesting)
     if values is None:
@@ -1457,14 +1457,7 @@ def nesting_estimate(str html, frozenset not_nesting):
             m += 1
         i = m
         if m - j <= 8:
-            lo = 0
-            hi = n_packed
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if packed[mid] < word:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _bisect_left(packed, 0, n_packed, word)
             if lo < n_packed and packed[lo] == word:
                 continue
         if close:

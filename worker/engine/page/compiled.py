@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -164,6 +164,13 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
     if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != python_tree.blocks:
         return "its blocks differ from the Python walk's on the probe page"
     return ""
+
+
+@cache
+def kernel(name: str) -> Any:
+    """The extension's function `name` where the compiled walk is in use, else None (then
+    the caller runs its Python reference); chosen once per name, at first use."""
+    return getattr(module(), name, None)
 
 
 def status() -> str:
