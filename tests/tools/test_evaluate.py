@@ -357,6 +357,12 @@ def test_an_extractor_that_is_not_installed_is_skipped_with_a_note(
     assert main(["bench", str(corpus_dir), "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "resiliparse is not installed" in out and "trafilatura is not installed" in out
+    assert main(["bench", str(corpus_dir), "--repeat", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["others"] == [] and len(doc["others_skipped"]) == 2
+    assert main(["bench", str(corpus_dir), "--repeat", "1", "--json", "--no-others"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["others"] == [] and doc["others_skipped"] == []
 
 
 def test_an_extractor_that_fails_on_a_page_is_timed_all_the_same(tmp_path: Path) -> None:
