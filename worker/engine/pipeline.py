@@ -199,7 +199,6 @@ def block_verdicts_python(
     return verdicts, kept
 
 
-
 def page_outcome(
     page: RawPage,
     walked: WalkedPage,

@@ -137,7 +137,6 @@ def tally_python(blocks: list[Block], template_keys: set[int]) -> tuple[list[int
     return chars_of, tchars_of
 
 
-
 C = TypeVar("C", bound=Contribution)
 
 
