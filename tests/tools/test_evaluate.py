@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from types import ModuleType
@@ -325,6 +326,53 @@ def test_bench_speed_rows_and_state(tmp_path: Path) -> None:
         assert s.batch_bytes == pytest.approx(24 * s.page_bytes / 14)
     _seconds, data, total = bench.rocks_pass(corpus, EngineParams(), tmp_path / "rocks")
     assert 0 < data <= total
+
+
+def test_other_extractors_are_timed_on_the_same_pages_where_installed(tmp_path: Path) -> None:
+    corpus = evaluate.load_corpus(synthetic_corpus(tmp_path / "synthetic"))
+    extractors, notes = bench.other_extractors()
+    names = {e.name for e in extractors}
+    assert len(names) + len(notes) == 2
+    assert all("not installed" in note and "skipped" in note for note in notes)
+    for extractor in extractors:
+        row, ran = bench.measure_extractor([corpus], extractor, repeat=3)
+        if extractor.name == "trafilatura":  # one round over a subset: it is slow
+            assert row.pages == len(corpus.pages[:: bench.TRAFILATURA_EVERY]) and len(row.detector_s) == 1
+            assert f"every {bench.TRAFILATURA_EVERY}th page" in ran
+        else:
+            assert row.pages == 28 and len(row.detector_s) == len(row.floor_s) == 3
+        assert len(row.latencies_s) == row.pages * len(row.detector_s)
+        assert ran.startswith(f"{extractor.name}: ")
+
+
+def test_an_extractor_that_is_not_installed_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for module in ("resiliparse", "resiliparse.parse.html", "resiliparse.extract.html2text", "trafilatura"):
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
+    extractors, notes = bench.other_extractors()
+    assert extractors == []
+    assert [note.split()[0] for note in notes] == ["resiliparse", "trafilatura"]
+    corpus_dir = synthetic_corpus(tmp_path / "synthetic")
+    assert main(["bench", str(corpus_dir), "--repeat", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "resiliparse is not installed" in out and "trafilatura is not installed" in out
+    assert main(["bench", str(corpus_dir), "--repeat", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["others"] == [] and len(doc["others_skipped"]) == 2
+    assert main(["bench", str(corpus_dir), "--repeat", "1", "--json", "--no-others"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["others"] == [] and doc["others_skipped"] == []
+
+
+def test_an_extractor_that_fails_on_a_page_is_timed_all_the_same(tmp_path: Path) -> None:
+    corpus = evaluate.load_corpus(synthetic_corpus(tmp_path / "synthetic"))
+
+    def failing(html: str) -> object:
+        raise ValueError("cannot read this page")
+
+    row, _ran = bench.measure_extractor([corpus], bench.Extractor("failing", failing), repeat=2)
+    assert len(row.latencies_s) == 2 * 28 and len(row.detector_s) == 2
 
 
 def test_long_host_table_levels_off() -> None:

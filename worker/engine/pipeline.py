@@ -48,7 +48,7 @@ from .model import (
     RawPage,
     TemplateEvent,
 )
-from .page import parse, segment_tree, walk
+from .page import compiled, parse, segment_tree, walk
 from .page.meta import page_lang, page_title
 from .params import EngineParams
 from .table import HostTable
@@ -170,12 +170,24 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
     """Stage 5: one verdict per block, weighing the ballot (engine/decision.py), and the kept text."""
     decided = decide_blocks(ballot, params)
     tally = ballot.tally()
+    lists = (walked.blocks, walked.texts, tally.chars, tally.template_chars, decided.template, decided.method,
+             decided.role)
+    kernel = compiled.kernel("block_verdicts")
+    if kernel is not None:  # the same loop, compiled (page/_walk.pyx block_verdicts)
+        return Combined(*kernel(*lists, BlockVerdict, TEMPLATE, CONTENT))
+    return Combined(*block_verdicts_python(*lists))
+
+
+def block_verdicts_python(
+    blocks: list[Block], texts: list[str], chars_of: list[int], tchars_of: list[int], template_of: list[bool],
+    method_of: list[str], role_of: list[str],
+) -> tuple[list[BlockVerdict], list[str]]:
+    """One verdict per block, and the kept blocks' texts (the reference for the compiled loop)."""
     verdicts: list[BlockVerdict] = []
     kept: list[str] = []
     new_verdict = tuple.__new__  # BlockVerdict(...) without the NamedTuple's Python-level __new__
     for block, text, chars, tchars, template, by, role in zip(
-        walked.blocks, walked.texts, tally.chars, tally.template_chars, decided.template, decided.method,
-        decided.role, strict=True,
+        blocks, texts, chars_of, tchars_of, template_of, method_of, role_of, strict=True
     ):
         if template:
             verdict = TEMPLATE
@@ -184,7 +196,7 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
             kept.append(text)
         ratio = tchars / chars if tchars else 0.0
         verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by, role)))
-    return Combined(verdicts, kept)
+    return verdicts, kept
 
 
 def page_outcome(

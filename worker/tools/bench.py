@@ -13,6 +13,13 @@ against the bytes of the host's pages (UTF-8) and against the paper's comparison
 a cache of 24-page batches (mean size of a 24-page batch of the host's pages, that is
 24 times its mean page size). A separate pass with a real RocksStore gives the disk size.
 
+Other extractors. Where they are installed (`pip install 'detemplate[bench]'`), resiliparse's
+main-content extraction and trafilatura's `extract()` are timed on the same preloaded
+pages, one thread, each in rounds alternating with the floor on the same pages, and
+reported beside the detector with their ratio to the floor. Trafilatura is slow (tens of
+pages a second): it runs one round over every TRAFILATURA_EVERY-th page, as the output
+says. One that is not installed is skipped with a note.
+
 `--long-host N` feeds N pages of one host (the corpus pages of its largest host,
 cycled, or a synthetic site from tests.factories with `--synthetic`) and prints the
 table size every N/20 pages: the logistic expiry bounds it.
@@ -21,15 +28,17 @@ table size every N/20 pages: the logistic expiry bounds it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import logging
 import os
 import statistics
 import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +161,85 @@ def _floor_round(pages: Sequence[RawPage], latencies: list[float]) -> float:
     return clock() - start
 
 
+# -- other extractors, same pages -------------------------------------------------------
+
+TRAFILATURA_EVERY = 8  # trafilatura runs on every 8th page, one round: ~35 pages/s
+
+
+@dataclass(frozen=True, slots=True)
+class Extractor:
+    """Another main-content extractor timed beside the detector: a function of a page's HTML."""
+
+    name: str
+    extract: Callable[[str], object]
+    every: int = 1  # run on every n-th page
+    max_rounds: int = 0  # at most this many rounds (0: as many as the detector's)
+
+    def note(self, pages: int, rounds: int) -> str:
+        subset = f"every {self.every}th page, " if self.every > 1 else ""
+        return f"{self.name}: {subset}{pages} pages, {rounds} round{'s' if rounds != 1 else ''}"
+
+
+def other_extractors() -> tuple[list[Extractor], list[str]]:
+    """Resiliparse's and trafilatura's main-content extraction where they are installed,
+    and a note for each that is not."""
+    found: list[Extractor] = []
+    notes: list[str] = []
+    try:
+        from resiliparse.extract.html2text import extract_plain_text
+        from resiliparse.parse.html import HTMLTree
+    except ImportError:
+        notes.append("resiliparse is not installed (pip install 'detemplate[bench]'): skipped")
+    else:
+
+        def resiliparse_main(html: str) -> object:
+            return extract_plain_text(HTMLTree.parse(html), main_content=True)
+
+        found.append(Extractor("resiliparse", resiliparse_main))
+    try:
+        import trafilatura
+    except ImportError:
+        notes.append("trafilatura is not installed (pip install 'detemplate[bench]'): skipped")
+    else:
+        found.append(Extractor("trafilatura", trafilatura.extract, every=TRAFILATURA_EVERY, max_rounds=1))
+    return found, notes
+
+
+def _extractor_round(htmls: Sequence[str], extract: Callable[[str], object], latencies: list[float]) -> float:
+    clock = time.perf_counter
+    start = clock()
+    for html in htmls:
+        t = clock()
+        with contextlib.suppress(Exception):  # a page an extractor fails on costs what it cost: timed, not judged
+            extract(html)
+        latencies.append(clock() - t)
+    return clock() - start
+
+
+def measure_extractor(corpora: Sequence[Corpus], extractor: Extractor, repeat: int) -> tuple[SpeedRow, str]:
+    """Time one extractor and the floor on the same pages (every `extractor.every`-th page
+    of all corpora), in alternating rounds; a row like the detector's, and what ran."""
+    pages = [page for corpus in corpora for page in corpus.pages][:: extractor.every]
+    htmls = [page.html for page in pages]
+    rounds = min(repeat, extractor.max_rounds) if extractor.max_rounds else repeat
+    row = SpeedRow(extractor.name, len(pages), [], [], [], [])
+    # Its package's warnings about pages (trafilatura logs one for many) would drown the output.
+    logger = logging.getLogger(extractor.name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        for r in range(rounds):
+            if r % 2 == 0:
+                row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
+                row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
+            else:
+                row.floor_s.append(_floor_round(pages, row.floor_latencies_s))
+                row.detector_s.append(_extractor_round(htmls, extractor.extract, row.latencies_s))
+    finally:
+        logger.setLevel(level)
+    return row, extractor.note(len(pages), rounds)
+
+
 def measure_speed(
     corpora: Sequence[Corpus], params: EngineParams, repeat: int
 ) -> tuple[list[SpeedRow], dict[str, MemoryStore]]:
@@ -185,9 +273,9 @@ def measure_speed(
     return rows, stores
 
 
-def format_speed(rows: Sequence[SpeedRow]) -> str:
+def format_speed(rows: Sequence[SpeedRow], first: str = "corpus", timed: str = "detector p/s") -> str:
     header = (
-        f"{'corpus':<28} {'pages':>5} {'detector p/s':>13} {'floor p/s':>11} {'ratio':>11} "
+        f"{first:<28} {'pages':>5} {timed:>13} {'floor p/s':>11} {'ratio':>11} "
         f"{'p50 ms':>7} {'p99 ms':>7} {'floor p50':>9}"
     )
     sub = f"{'':<28} {'':>5} {'best / med':>13} {'best / med':>11} {'best / med':>11}"
@@ -424,6 +512,11 @@ def _handle(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     rows, stores = measure_speed(corpora, params, args.repeat)
+    others: list[tuple[SpeedRow, str]] = []
+    other_notes: list[str] = []
+    if not args.no_others:
+        extractors, other_notes = other_extractors()
+        others = [measure_extractor(corpora, e, args.repeat) for e in extractors]
     states = [s for c in corpora for s in host_states(c, stores[c.name])]
     rocks = []
     with tempfile.TemporaryDirectory(prefix="detemplate-bench-") as tmp:
@@ -436,6 +529,8 @@ def _handle(args: argparse.Namespace) -> int:
         doc = {
             "page_walk": walk_status(),
             "speed": [r.as_dict() for r in rows],
+            "others": [{**r.as_dict(), "ran": ran} for r, ran in others],
+            "others_skipped": other_notes,
             "state": [s.as_dict() for s in states],
             "rocks": [
                 {
@@ -455,6 +550,13 @@ def _handle(args: argparse.Namespace) -> int:
     print(f"Speed, one thread, pages preloaded (shared machine: figures are noisy); page walk: {walk_status()}")
     print("detector = process_page over a MemoryStore in stream order; floor = lexbor parse + walk of every text node")
     print(format_speed(rows))
+    if others or other_notes:
+        print()
+        print("Other extractors' main content, same pages, one thread, each against the floor on its pages")
+        if others:
+            print(format_speed([r for r, _ in others], "extractor", "p/s"))
+        for line in [ran for _, ran in others] + other_notes:
+            print(f"  {line}")
     print()
     print(f"State per host after the run (serialised table vs the host's pages and a {BATCH_PAGES}-page batch)")
     print(format_state(states))
@@ -529,6 +631,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--synthetic", action="store_true", help="--long-host on a generated site (tools.samples)")
     parser.add_argument("--cpu", type=int, metavar="N", help="pin the process to CPU N (Linux) before timing")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--no-others", action="store_true", help="do not time resiliparse and trafilatura (timed where installed)"
+    )
     add_param_argument(
         parser,
         "override an engine parameter, e.g. table.tb=50 (repeatable)",

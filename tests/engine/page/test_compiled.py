@@ -15,11 +15,21 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors.pagelevel import features
+from detemplate.engine.detectors import pagelets
+from detemplate.engine.detectors.base import tally_python
+from detemplate.engine.detectors.pagelevel import (
+    checked_kernel,
+    compiled_features,
+    features,
+    features_kernel,
+    page_features,
+)
 from detemplate.engine.errors import BadInputError
+from detemplate.engine.model import CONTENT, TEMPLATE, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
-from detemplate.engine.params import SegmentParams
+from detemplate.engine.params import PageletParams, SegmentParams
+from detemplate.engine.pipeline import block_verdicts_python
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,6 +38,12 @@ from selectolax.lexbor import LexborHTMLParser
 PARAMS = SegmentParams()
 FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
 needs_fast = pytest.mark.skipif(FAST is None, reason=f"the compiled walk is not in use: {compiled.status()}")
+
+PAGELET_PARAMS = (
+    PageletParams(),
+    PageletParams(k=1, sketch_size=8, min_links=0, min_anchor_share=0.0),
+    PageletParams(k=2, sketch_size=3, min_links=1, min_anchor_share=0.3),
+)
 
 TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg"]
 
@@ -54,7 +70,33 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         # The text statistics (counted by the compiled walk, by _TextStats in Python) and
         # so every feature are the same.
         assert np.array_equal(text_stats(got_tree), text_stats(expected_tree))
-        assert np.array_equal(features(got_tree), features(expected_tree))
+        reference = features(expected_tree)
+        assert np.array_equal(features(got_tree), reference)
+        # The compiled features: the same doubles, bit for bit, from either walk's tree.
+        kernel = features_kernel()
+        assert kernel is not None
+        assert compiled_features(kernel, got_tree).tobytes() == reference.tobytes()
+        assert compiled_features(kernel, expected_tree).tobytes() == reference.tobytes()
+        # The compiled tally: every other segment key voted template.
+        blocks = got_tree.blocks
+        voted = {seg.key for block in blocks for seg in block.segments[::2]}
+        assert compiled.kernel("tally")(blocks, voted) == tally_python(blocks, voted)
+        # The compiled verdict loop.
+        chars, tchars = tally_python(blocks, voted)
+        n = len(blocks)
+        lists = (
+            blocks, [" ".join(seg.text for seg in block.segments) for block in blocks], chars, tchars,
+            [i % 3 == 0 for i in range(n)], [("table", "pagelevel")[i % 2] for i in range(n)], ["main"] * n,
+        )
+        got_verdicts = compiled.kernel("block_verdicts")(*lists, BlockVerdict, TEMPLATE, CONTENT)
+        assert got_verdicts == block_verdicts_python(*lists)
+        assert all(type(v) is BlockVerdict for v in got_verdicts[0])
+        # The compiled pagelet cut and min-hash keys.
+        assert pagelets.pagelet_kernels() is not None
+        for pagelet_params in PAGELET_PARAMS:
+            assert pagelets.page_sketches(got_tree, pagelet_params) == pagelets.page_sketches_python(
+                expected_tree, pagelet_params
+            )
     else:
         assert got_tree == expected_tree
     got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
@@ -197,6 +239,68 @@ def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() ->
 
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
+
+
+def test_the_page_level_features_are_compiled_when_the_walk_is() -> None:
+    is_compiled = compiled.module() is not None
+    assert (features_kernel() is not None) == is_compiled
+    tree = walk(LexborHTMLParser(make_site("s.example", 1)[0].page.html), PARAMS)
+    assert page_features(tree).tobytes() == features(tree).tobytes()
+
+
+@needs_fast
+def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    kernel = features_kernel()
+
+    class Off:
+        @staticmethod
+        def page_features(X, *args):  # type: ignore[no-untyped-def]
+            written = kernel(X, *args)
+            X[-1, 3] += 1e-12  # one feature of one node off by a little
+            return written
+
+    class Failing:
+        @staticmethod
+        def page_features(*args):  # type: ignore[no-untyped-def]
+            raise TypeError("a build for another signature")
+
+    assert checked_kernel(compiled.module()) is not None
+    assert checked_kernel(Off) is None
+    assert checked_kernel(Failing) is None
+    assert checked_kernel(object()) is None
+
+
+def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
+    for name in ("tally", "block_verdicts"):
+        assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
+
+
+def test_the_pagelets_are_compiled_when_the_walk_is() -> None:
+    assert (pagelets.pagelet_kernels() is not None) == (compiled.module() is not None)
+    tree = walk(LexborHTMLParser(make_site("s.example", 1)[0].page.html), PARAMS)
+    for pagelet_params in (*PAGELET_PARAMS, PageletParams(w=3)):  # w > 1: the Python code runs
+        count, sketches = pagelets.page_sketches(tree, pagelet_params)
+        assert sketches
+        assert (count, sketches) == pagelets.page_sketches_python(tree, pagelet_params)
+
+
+@needs_fast
+def test_pagelet_kernels_that_differ_on_the_probe_page_are_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        pagelet_rows = mod.pagelet_rows
+
+        @staticmethod
+        def sketch_keys1(*args):  # type: ignore[no-untyped-def]
+            rows = mod.sketch_keys1(*args)
+            return [(row[0] ^ 1 << 40, *row[1:]) for row in rows]  # one min-hash off
+
+    assert pagelets.checked_kernels(mod) is mod
+    assert pagelets.checked_kernels(Off) is None
+    assert pagelets.checked_kernels(object()) is None
+    assert pagelets.checked_kernels(None) is None
+    assert pagelets.pagelet_kernels() is mod  # the check leaves the choice as it was
 
 
 # -- the compiled walk's dependency: selectolax's private ABI -------------------------------------

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from ..model import Block
+from ..page import compiled
 from ..page.tree import PageTree
 from ..params import EngineParams
 from ..table import HostTable
@@ -107,22 +108,33 @@ class Ballot:
         if tally is None:
             template_keys = self.template_keys
             if template_keys:
-                chars_of: list[int] = []
-                tchars_of: list[int] = []
-                for block in self.blocks:
-                    chars = 0
-                    tchars = 0
-                    for key, _text, length in block[1]:
-                        chars += length
-                        if key in template_keys:
-                            tchars += length
-                    chars_of.append(chars)
-                    tchars_of.append(tchars)
+                kernel = compiled.kernel("tally")
+                if kernel is None:
+                    chars_of, tchars_of = tally_python(self.blocks, template_keys)
+                else:
+                    chars_of, tchars_of = kernel(self.blocks, template_keys)
             else:  # no segment of this page is template (always so on a cold host)
                 chars_of = [sum([seg[2] for seg in block[1]]) for block in self.blocks]
                 tchars_of = [0] * len(chars_of)
             tally = self._tally = Tally(chars_of, tchars_of)
         return tally
+
+
+def tally_python(blocks: list[Block], template_keys: set[int]) -> tuple[list[int], list[int]]:
+    """Each block's chars, and the part of them in segments whose key is among
+    `template_keys` (the reference for page/_walk.pyx `tally`)."""
+    chars_of: list[int] = []
+    tchars_of: list[int] = []
+    for block in blocks:
+        chars = 0
+        tchars = 0
+        for key, _text, length in block[1]:
+            chars += length
+            if key in template_keys:
+                tchars += length
+        chars_of.append(chars)
+        tchars_of.append(tchars)
+    return chars_of, tchars_of
 
 
 C = TypeVar("C", bound=Contribution)

@@ -16,13 +16,16 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any
 
 import numpy as np
+from selectolax.lexbor import LexborHTMLParser
 
-from ..keys import mix64, tag
+from ..keys import TAG, TAG_MASK, mix64, tag
 from ..model import PageletReport, TemplatePagelet
+from ..page import compiled, walk
 from ..page.tree import PageTree
-from ..params import EngineParams, PageletParams
+from ..params import EngineParams, PageletParams, SegmentParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 
@@ -148,7 +151,35 @@ def page_sketches(page: PageTree, params: PageletParams) -> tuple[int, list[Page
     """The page's pagelets: how many there are, and those fingerprinted (at least
     `min_links` links, at least `min_anchor_share` of their text in links) with the
     min-hash keys of their segment keys in document order (the segment table's notion of
-    text identity: DOM path and text)."""
+    text identity: DOM path and text).
+
+    Compiled (page/_walk.pyx `pagelet_rows`, `sketch_keys1`) where the page walk is and
+    for w = 1; `page_sketches_python` is the reference, with the same results.
+    """
+    mod = pagelet_kernels()
+    if mod is None or params.w != 1:
+        return page_sketches_python(page, params)
+    return compiled_sketches(mod, page, params)
+
+
+def compiled_sketches(mod: Any, page: PageTree, params: PageletParams) -> tuple[int, list[PageletSketch]]:
+    """`page_sketches` by the extension module `mod` (w = 1)."""
+    count, rows, keys, starts = mod.pagelet_rows(
+        page.parent, page.end, page.links, page.chars, page.achars, page.node_of_block, page.blocks,
+        params.k, params.min_links, params.min_anchor_share,
+    )
+    if not rows:
+        return count, []
+    size = params.sketch_size
+    sketches = mod.sketch_keys1(keys, starts, size, _PERM_A_BYTES, _PERM_B_BYTES, _SALT_BYTES, _KEEP, TAG)
+    return count, [
+        PageletSketch(order, node, first, end, links, row_keys)
+        for (order, node, first, end, links), row_keys in zip(rows, sketches, strict=True)
+    ]
+
+
+def page_sketches_python(page: PageTree, params: PageletParams) -> tuple[int, list[PageletSketch]]:
+    """`page_sketches` in Python and numpy (the reference)."""
     cut = block_pagelets(page, params.k)
     blocks = page.blocks
     nob = page.node_of_block
@@ -178,6 +209,41 @@ def page_sketches(page: PageTree, params: PageletParams) -> tuple[int, list[Page
         for p, row in zip(out, sketch_keys(keys, starts, params.sketch_size, params.w), strict=True):
             p.keys = tuple(row)
     return len(cut), out
+
+
+_PERM_A_BYTES = PERM_A.astype("<u8").tobytes()
+_PERM_B_BYTES = PERM_B.astype("<u8").tobytes()
+_SALT_BYTES = _SALT.astype("<u8").tobytes()
+_KEEP = ((1 << 64) - 1) ^ TAG_MASK
+
+
+def checked_kernels(mod: Any) -> Any:
+    """`mod` when its pagelet functions give `page_sketches_python`'s results on the probe
+    page (page/compiled.py PROBE_PAGE, a few parameter sets), else None."""
+    if mod is None or not hasattr(mod, "pagelet_rows") or not hasattr(mod, "sketch_keys1"):
+        return None
+    try:
+        probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+        for params in (PageletParams(), PageletParams(k=1, sketch_size=8, min_links=0, min_anchor_share=0.0)):
+            python = page_sketches_python(probe, params)
+            if python[0] == 0 or not python[1]:
+                return None  # the probe must exercise them
+            if compiled_sketches(mod, probe, params) != python:
+                return None
+    except Exception:  # a build that does not fit this source
+        return None
+    return mod
+
+
+_chosen_kernels: list[Any] = []  # the choice, made on first use: [the extension module or None]
+
+
+def pagelet_kernels() -> Any:
+    """The extension module where its pagelet functions are in use, else None (then
+    `page_sketches_python` runs); chosen once, on first use, with the page walk."""
+    if not _chosen_kernels:
+        _chosen_kernels.append(checked_kernels(compiled.module()))
+    return _chosen_kernels[0]
 
 
 def pagelet_path(page: PageTree, p: PageletSketch) -> str:

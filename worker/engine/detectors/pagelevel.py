@@ -18,7 +18,7 @@ region.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -26,8 +26,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
+from selectolax.lexbor import LexborHTMLParser
 
 from ..errors import ConfigError
+from ..page import compiled, walk
 from ..page.cues import (
     F_IN_LIST,
     F_IN_THINT,
@@ -38,7 +40,7 @@ from ..page.cues import (
     TAG_GROUPS,
 )
 from ..page.tree import PageTree, node_columns, text_stats
-from ..params import EngineParams
+from ..params import EngineParams, SegmentParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 from .isotonic import isotonic_tree
@@ -213,6 +215,66 @@ def features(page: PageTree) -> NDArray[np.float64]:
     return X
 
 
+# The columns that hold a log1p: the compiled features leave its argument there and
+# numpy takes it (numpy's SIMD log1p and libm's differ in the last bit on ~1% of values).
+_LOG_COLUMNS = np.asarray(
+    [FEATURE_NAMES.index(name) for name in (
+        "log_chars", "log_sub_chars", "log_avg_seg", "log_segs", "log_children", "log_words",
+        "prev_log_chars", "next_log_chars",
+    )],
+    dtype=np.intp,
+)
+_FLAG_BITS = np.ascontiguousarray(FLAG_BITS_ARRAY, dtype=np.longlong)
+
+
+def compiled_features(kernel: Any, page: PageTree) -> NDArray[np.float64]:
+    """`features` by the compiled kernel (page/_walk.pyx `page_features`): the same matrix."""
+    n = len(page.parent)
+    X = np.empty((n, N_FEATURES))
+    if n == 0:
+        return X
+    cols = np.ascontiguousarray(node_columns(page))
+    counts = np.ascontiguousarray(text_stats(page))
+    written = kernel(X, cols, counts, _FLAG_BITS, _CHAR_EDGES, _ANCHOR_EDGES, _POS_EDGES, N_TAGS)
+    if written != N_FEATURES:
+        raise RuntimeError(f"the compiled features wrote {written} columns, not {N_FEATURES}")
+    X[:, _LOG_COLUMNS] = np.log1p(X[:, _LOG_COLUMNS])
+    return X
+
+
+def checked_kernel(mod: Any) -> Any:
+    """`mod`'s compiled features function when it gives `features`' matrix on the probe
+    page (page/compiled.py PROBE_PAGE), else None (then `features` runs)."""
+    kernel = getattr(mod, "page_features", None)
+    if kernel is None:
+        return None
+    try:
+        probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+        same = compiled_features(kernel, probe).tobytes() == features(probe).tobytes()
+    except Exception:  # a build that does not fit this source: numpy's features run
+        same = False
+    return kernel if same else None
+
+
+_kernel: list[Any] = []  # the choice, made on first use: [the compiled function or None]
+
+
+def features_kernel() -> Any:
+    """The compiled features function in use, or None where numpy's `features` runs;
+    chosen once, on first use, with the page walk (page/compiled.py)."""
+    if not _kernel:
+        _kernel.append(checked_kernel(compiled.module()))
+    return _kernel[0]
+
+
+def page_features(page: PageTree) -> NDArray[np.float64]:
+    """`features`' matrix, by the compiled kernel where it is in use, else by `features`."""
+    kernel = features_kernel()
+    if kernel is None:
+        return features(page)
+    return compiled_features(kernel, page)
+
+
 # -- the model --------------------------------------------------------------------------
 
 
@@ -224,11 +286,18 @@ class PageLevelModel:
     mean: NDArray[np.float64]
     scale: NDArray[np.float64]
     coef: NDArray[np.float64]
+    # ((X - mean) / scale) @ coef = X @ weights - offset: the standardisation folded into
+    # the weights, once per model rather than once per page.
+    weights: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    offset: float = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        weights = self.coef / self.scale
+        object.__setattr__(self, "weights", weights)
+        object.__setattr__(self, "offset", float(self.mean @ weights))
 
     def scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        # ((X - mean) / scale) @ coef, with the standardisation folded into the weights.
-        weights = self.coef / self.scale
-        z = X @ weights - float(self.mean @ weights)
+        z = X @ self.weights - self.offset
         return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
 
     def to_json(self) -> dict[str, Any]:
@@ -290,7 +359,7 @@ def block_scores(
     """Templateness of each of `page.blocks`: classifier scores, smoothed over the tree."""
     if not page.blocks:
         return np.zeros(0)
-    x = model.scores(features(page))
+    x = model.scores(page_features(page))
     if smoothing > 0.0 and len(x) <= max_smooth_nodes:
         x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
     nodes = np.asarray(page.node_of_block, dtype=np.intp)
@@ -298,7 +367,8 @@ def block_scores(
     # The block with the most non-link text is the page's main text: a page-level model
     # that calls it template has misread the page (measured: this keeps articles written
     # in an unusual style), so it is never template by the model.
-    plain = np.asarray(page.chars, dtype=np.float64)[nodes] - np.asarray(page.achars, dtype=np.float64)[nodes]
+    cols = node_columns(page)  # chars and achars as doubles (the compiled walk's array: no conversion)
+    plain = cols[nodes, 1] - cols[nodes, 2]
     scores[int(np.argmax(plain))] = 0.0
     return scores
 

@@ -18,12 +18,12 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append
 from cpython.long cimport PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
-from cpython.tuple cimport PyTuple_SET_ITEM
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 
@@ -86,7 +86,10 @@ cdef enum:
     INLINE = 0
     BLOCK = 1
     SKIP = 2
-    F_IN_A = 4096  # page/cues.py F_IN_A
+    F_THINT = 1  # page/cues.py F_THINT, F_IN_THINT, F_IN_LIST, F_IN_A
+    F_IN_THINT = 4
+    F_IN_LIST = 512
+    F_IN_A = 4096
     N_CACHED = 4096  # tag ids below this are lexbor's static ones: cached per id
     # Character classes of page/cues.py (C_SPACE ... C_BOUNDARY) and the text
     # statistics columns the walk returns (page/tree.py TEXT_COLUMNS, in this order).
@@ -291,6 +294,23 @@ cdef inline void _put(object tup, Py_ssize_t i, object item):
     """Fill item i of a new tuple (SET_ITEM takes the reference it is given)."""
     Py_INCREF(item)
     PyTuple_SET_ITEM(tup, i, item)
+
+
+ctypedef fused sorted_t:
+    Py_ssize_t
+    unsigned long long
+
+
+cdef inline Py_ssize_t _bisect_left(const sorted_t *a, Py_ssize_t lo, Py_ssize_t hi, sorted_t x) noexcept nogil:
+    """Python's bisect_left over the ascending a[lo:hi]."""
+    cdef Py_ssize_t mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _pack(bytes word):
@@ -947,7 +967,7 @@ cdef class Walker:
     cdef void _ascii_words(self, str text, double *out) noexcept:
         """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
         cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo, hi, mid
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
         cdef unsigned long long word
         cdef unsigned char c
         cdef double stop = 0
@@ -969,19 +989,368 @@ cdef class Walker:
                     word |= (<unsigned long long>c) << (8 * (i - start))
                 i += 1
             if packable and 0 < i - start <= 8:
-                lo = 0
-                hi = self.n_stop_ascii
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if self.stop_ascii[mid] < word:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
                 if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
                     stop += 1
         mark = _copyright_mark(s, n)
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
+
+
+
+# -- the page-level model's features ---------------------------------------------------------
+
+def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, ::1] counts,
+                  const long long[::1] flag_bits, const double[::1] char_edges,
+                  const double[::1] anchor_edges, const double[::1] pos_edges, Py_ssize_t n_tags):
+    """detectors/pagelevel.py `features` (the reference), row by row, into X (n rows).
+
+    cols: the node columns (page/tree.py NODE_COLUMNS), counts: the text statistics
+    (TEXT_COLUMNS). The same floating-point operations in the same order as the numpy
+    code, so the same doubles, with one exception: the columns that numpy takes log1p of
+    (log_chars, log_sub_chars, log_avg_seg, log_segs, log_children, log_words,
+    prev_log_chars, next_log_chars) are left holding log1p's argument, for the caller to
+    take with numpy's log1p (whose SIMD results differ from libm's in the last bit).
+    Sums over nodes (subtrees, siblings) add in node order, as numpy's cumsum and
+    bincount do. Returns the number of columns written.
+    """
+    cdef Py_ssize_t n = cols.shape[0], m = X.shape[1], i, j, k, col = 0, p, top = 0, g, prev = -1
+    cdef Py_ssize_t n_flags = flag_bits.shape[0], n_char = char_edges.shape[0]
+    cdef Py_ssize_t n_anchor = anchor_edges.shape[0], n_pos = pos_edges.shape[0]
+    if n == 0:
+        return 0
+    if X.shape[0] != n or counts.shape[0] != n or cols.shape[1] < N_COLUMNS or counts.shape[1] < N_STATS:
+        raise ValueError("features: the arrays do not fit")
+    if 25 + n_tags + n_flags + n_char + n_anchor + n_pos + 3 + 5 + 4 + 4 + 1 != m:
+        raise ValueError("features: X has the wrong number of columns")
+    cdef double *work = <double *>malloc((13 * n + 3) * sizeof(double))
+    if work == NULL:
+        raise MemoryError()
+    cdef double *acc_c = work  # n + 1 each: prefix sums
+    cdef double *acc_a = work + (n + 1)
+    cdef double *acc_l = work + 2 * (n + 1)
+    cdef double *sub_c = work + 3 * (n + 1)
+    cdef double *sub_a = sub_c + n
+    cdef double *anchor = sub_c + 2 * n
+    cdef double *sub_anchor = sub_c + 3 * n
+    cdef double *sib_c = sub_c + 4 * n
+    cdef double *sib_a = sub_c + 5 * n
+    cdef double *score1 = sub_c + 6 * n
+    cdef double *score2 = sub_c + 7 * n
+    cdef double *vote = sub_c + 8 * n
+    cdef double *children = sub_c + 9 * n
+    cdef double c, a, s, d, st, sl, total, words, nw, length, plain, plain_max, best, main_start, main_end
+    cdef double pos, sa, sc
+    cdef long long f
+    cdef bint in_main
+    cdef double *row
+    try:
+        acc_c[0] = acc_a[0] = acc_l[0] = 0.0
+        for i in range(n):
+            acc_c[i + 1] = acc_c[i] + cols[i, 1]
+            acc_a[i + 1] = acc_a[i] + cols[i, 2]
+            acc_l[i + 1] = acc_l[i] + cols[i, 3]
+            sib_c[i] = sib_a[i] = score1[i] = score2[i] = children[i] = 0.0
+        for i in range(n):
+            k = <Py_ssize_t>cols[i, 5]
+            sub_c[i] = acc_c[k] - acc_c[i]
+            sub_a[i] = acc_a[k] - acc_a[i]
+            c = cols[i, 1]
+            anchor[i] = cols[i, 2] / (c if c > 1.0 else 1.0) if c > 0 else 0.0
+            sub_anchor[i] = sub_a[i] / (sub_c[i] if sub_c[i] > 1.0 else 1.0)
+            plain = c - cols[i, 2]
+            if plain >= 25 and anchor[i] < 0.5:
+                vote[i] = 1.0 + (plain / 100.0 if plain / 100.0 < 3.0 else 3.0) + 0.5 * (
+                    counts[i, 6] if counts[i, 6] < 5.0 else 5.0)
+            else:
+                vote[i] = 0.0
+        for j in range(1, n):
+            p = <Py_ssize_t>cols[j, 0]
+            if p < 0:
+                p = 0
+            children[p] += 1.0
+            sib_c[p] += sub_c[j]
+            sib_a[p] += sub_a[j]
+            score1[p] += vote[j]
+            g = <Py_ssize_t>cols[p, 0]
+            score2[g if g > 0 else 0] += 0.5 * vote[j]
+        best = score1[0] + score2[0]
+        for k in range(1, n):
+            if score1[k] + score2[k] > best:
+                best = score1[k] + score2[k]
+                top = k
+        if not best > 0:
+            top = 0
+        total = sub_c[0] if sub_c[0] > 1.0 else 1.0
+        main_start = cols[top, 6]
+        main_end = cols[top, 6] + sub_c[top]
+        plain_max = cols[0, 1] - cols[0, 2]
+        for i in range(1, n):
+            if cols[i, 1] - cols[i, 2] > plain_max:
+                plain_max = cols[i, 1] - cols[i, 2]
+        if plain_max < 1.0:
+            plain_max = 1.0
+        for i in range(n):
+            row = &X[i, 0]
+            c = cols[i, 1]
+            a = cols[i, 2]
+            s = cols[i, 4]
+            st = cols[i, 6]
+            d = cols[i, 7]
+            f = <long long>cols[i, 8]
+            p = <Py_ssize_t>cols[i, 0]
+            sc = sub_c[i]
+            sa = sub_anchor[i]
+            sl = acc_l[<Py_ssize_t>cols[i, 5]] - acc_l[i]
+            row[0] = c  # log1p by the caller
+            row[1] = sc  # log1p
+            row[2] = anchor[i]
+            row[3] = sa
+            row[4] = cols[i, 3] * 50.0 / (c + 50.0)
+            row[5] = sl * 50.0 / (sc + 50.0)
+            row[6] = c / (s if s > 1.0 else 1.0)  # log1p
+            row[7] = s  # log1p
+            row[8] = sc / total
+            pos = st / total
+            row[9] = pos
+            row[10] = (st + sc) / total
+            row[11] = (d if d < 40.0 else 40.0) / 40.0
+            row[12] = children[i]  # log1p
+            row[13] = 1.0 if c > 0 else 0.0
+            # The direct text's statistics.
+            length = c if c > 1.0 else 1.0
+            words = counts[i, 0] + 1.0 if c > 0 else 0.0
+            nw = words if words > 1.0 else 1.0
+            row[14] = counts[i, 1] / length
+            row[15] = counts[i, 2] * 100.0 / (c + 100.0)
+            row[16] = words  # log1p
+            row[17] = ((c / nw if c / nw < 20.0 else 20.0) / 10.0) if c > 0 else 0.0
+            row[18] = counts[i, 3] / length
+            row[19] = counts[i, 4] / nw
+            row[20] = counts[i, 8]
+            row[21] = counts[i, 5] / nw
+            # The parent's link density and weight, the siblings' link density.
+            if p >= 0:
+                row[22] = sub_anchor[p]
+                row[23] = sub_c[p] / total
+                row[24] = (sib_a[p] - sub_a[i]) / (
+                    sib_c[p] - sc if sib_c[p] - sc > 1.0 else 1.0)
+            else:
+                row[22] = 0.0
+                row[23] = 1.0
+                row[24] = 0.0
+            col = 25
+            for k in range(n_tags):
+                row[col + k] = 0.0
+            g = <Py_ssize_t>cols[i, 9]
+            if 0 <= g < n_tags:
+                row[col + g] = 1.0
+            col += n_tags
+            for k in range(n_flags):
+                row[col + k] = 1.0 if f & flag_bits[k] else 0.0
+            col += n_flags
+            for k in range(n_char):
+                row[col + k] = 1.0 if c >= char_edges[k] else 0.0
+            col += n_char
+            for k in range(n_anchor):
+                row[col + k] = 1.0 if sa >= anchor_edges[k] else 0.0
+            col += n_anchor
+            for k in range(n_pos):
+                row[col + k] = 1.0 if pos >= pos_edges[k] else 0.0
+            col += n_pos
+            row[col] = sa if sc < 80 else 0.0
+            row[col + 1] = sa if sc >= 80 else 0.0
+            row[col + 2] = 1.0 if (f & (F_THINT | F_IN_THINT)) and (f & F_IN_LIST) else 0.0
+            col += 3
+            # The main-content candidate.
+            in_main = top <= i < <Py_ssize_t>cols[top, 5]
+            row[col] = 1.0 if in_main else 0.0
+            row[col + 1] = 1.0 if st + sc <= main_start and not in_main else 0.0
+            row[col + 2] = 1.0 if st >= main_end and not in_main else 0.0
+            row[col + 3] = sub_c[top] / total
+            row[col + 4] = 1.0 if top == 0 else 0.0
+            col += 5
+            # Neighbouring text blocks in document order (filled in below).
+            row[col] = row[col + 1] = row[col + 2] = row[col + 3] = 0.0
+            if c > 0:
+                if prev >= 0:
+                    row[col] = cols[prev, 1]  # log1p
+                    row[col + 1] = anchor[prev]
+                    X[prev, col + 2] = c  # log1p
+                    X[prev, col + 3] = anchor[i]
+                prev = i
+            col += 4
+            row[col] = (c - a) / plain_max
+            row[col + 1] = ((d - cols[top, 7] if d - cols[top, 7] < 10.0 else 10.0) / 10.0) if in_main else -1.0
+            row[col + 2] = counts[i, 7]
+            row[col + 3] = counts[i, 9] / nw
+            row[col + 4] = 1.0
+    finally:
+        free(work)
+    return col + 5
+
+
+
+# -- pagelets: the cut, the fingerprinted ones, their min-hash keys ---------------------------
+# detectors/pagelets.py `page_sketches_python` and `sketch_keys` (numpy) are the reference.
+
+
+def pagelet_rows(list parent, list end, list links, list chars, list achars, list node_of_block, list blocks,
+                 Py_ssize_t k, Py_ssize_t min_links, double min_anchor):
+    """`block_pagelets` (Definition 2 over the block tree) and `page_sketches`' choice of
+    the pagelets to fingerprint, over a PageTree's lists.
+
+    Returns (pagelets with text, [(order, node, first block, end block, links)] of those
+    fingerprinted, their segment keys in document order, where each one's keys start).
+    """
+    cdef Py_ssize_t n = len(end), nb = len(node_of_block), i, v, e, p, node, node_end, nlinks, first, last
+    cdef Py_ssize_t count = 0
+    cdef list rows = [], keys = [], starts = []
+    if n == 0:
+        return 0, rows, keys, starts
+    if len(parent) != n or len(links) != n or len(chars) != n or len(achars) != n or len(blocks) != nb:
+        raise ValueError("pagelet_rows: the lists do not fit")
+    cdef Py_ssize_t *work = <Py_ssize_t *>malloc((4 * (n + 1) + nb) * sizeof(Py_ssize_t))
+    if work == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t *acc_l = work
+    cdef Py_ssize_t *acc_c = work + (n + 1)
+    cdef Py_ssize_t *acc_a = work + 2 * (n + 1)
+    cdef Py_ssize_t *split = work + 3 * (n + 1)
+    cdef Py_ssize_t *nob = work + 4 * (n + 1)
+    try:
+        acc_l[0] = acc_c[0] = acc_a[0] = 0
+        for i in range(n):
+            acc_l[i + 1] = acc_l[i] + <Py_ssize_t>links[i]
+            acc_c[i + 1] = acc_c[i] + <Py_ssize_t>chars[i]
+            acc_a[i + 1] = acc_a[i] + <Py_ssize_t>achars[i]
+            split[i] = 0
+        for i in range(nb):
+            nob[i] = <Py_ssize_t>node_of_block[i]
+        # An element is split when one of its children holds k links or more.
+        if acc_l[n] >= k:
+            for i in range(n):
+                p = <Py_ssize_t>parent[i]
+                e = <Py_ssize_t>end[i]
+                if p >= 0 and acc_l[e] - acc_l[i] >= k:
+                    split[p] = 1
+        v = 0
+        while v < n:
+            if split[v]:
+                node, node_end, nlinks = v, v + 1, <Py_ssize_t>links[v]
+                v += 1
+                if not acc_c[node_end] > acc_c[node]:
+                    continue
+            else:
+                e = <Py_ssize_t>end[v]
+                node, node_end, nlinks = v, e, acc_l[e] - acc_l[v]
+                v = e
+                if not acc_c[node_end] > acc_c[node]:
+                    continue
+            count += 1
+            if nlinks < min_links:
+                continue
+            if min_anchor and (acc_a[node_end] - acc_a[node]) < min_anchor * (acc_c[node_end] - acc_c[node]):
+                continue
+            first = _bisect_left(nob, 0, nb, node)
+            last = _bisect_left(nob, first, nb, node_end)
+            rows.append((count - 1, node, first, last, nlinks))
+            starts.append(len(keys))
+            for i in range(first, last):
+                for seg in <list>(<tuple>blocks[i])[1]:
+                    keys.append((<tuple>seg)[0])
+    finally:
+        free(work)
+    return count, rows, keys, starts
+
+
+def sketch_keys1(list keys, list starts, Py_ssize_t size, bytes perm_a, bytes perm_b, bytes salt,
+                 unsigned long long keep, unsigned long long tag):
+    """detectors/pagelets.py `sketch_keys` for w = 1: per group of keys (group i is
+    keys[starts[i]:starts[i+1]], none empty), `size` min-hashes min(a*h + b) (mod 2^64),
+    each XORed with its salt and tagged ((x & keep) | tag); a tuple a group."""
+    cdef Py_ssize_t n = len(keys), groups = len(starts), g, i, j, lo, hi
+    cdef const unsigned long long *a = <const unsigned long long *><const char *>perm_a
+    cdef const unsigned long long *b = <const unsigned long long *><const char *>perm_b
+    cdef const unsigned long long *s = <const unsigned long long *><const char *>salt
+    cdef unsigned long long low, x
+    if size * 8 > len(perm_a) or size * 8 > len(perm_b) or size * 8 > len(salt):
+        raise ValueError("not enough permutations")
+    cdef array.array held = array.array("Q", keys)
+    cdef unsigned long long *h = held.data.as_ulonglongs
+    out = []
+    for g in range(groups):
+        lo = starts[g]
+        hi = starts[g + 1] if g + 1 < groups else n
+        if not 0 <= lo < hi <= n:
+            raise ValueError("sketch_keys1: an empty or misplaced group")
+        row = PyTuple_New(size)
+        for j in range(size):
+            low = 0xFFFFFFFFFFFFFFFFULL
+            for i in range(lo, hi):
+                x = h[i] * a[j] + b[j]
+                if x < low:
+                    low = x
+            low ^= s[j]
+            _put(row, j, PyLong_FromUnsignedLongLong((low & keep) | tag))
+        out.append(row)
+    return out
+
+
+
+# -- the ballot's tally -----------------------------------------------------------------------
+
+def tally(list blocks, set template_keys):
+    """detectors/base.py `tally_python`: each block's chars, and the part of them in
+    segments whose key is among `template_keys`."""
+    cdef list chars_of = [], tchars_of = []
+    cdef Py_ssize_t chars, tchars, length
+    for block in blocks:
+        chars = tchars = 0
+        for seg in <list>(<tuple>block)[1]:
+            length = <Py_ssize_t>(<tuple>seg)[2]
+            chars += length
+            if (<tuple>seg)[0] in template_keys:
+                tchars += length
+        chars_of.append(chars)
+        tchars_of.append(tchars)
+    return chars_of, tchars_of
+
+
+
+# -- the verdicts -------------------------------------------------------------------------------
+
+def block_verdicts(list blocks, list texts, list chars, list tchars, list template, list method, list role,
+                   verdict_type, str template_label, str content_label):
+    """engine/pipeline.py `block_verdicts_python`: a BlockVerdict(path, text, chars, template
+    chars, ratio, verdict, method, role) a block, and the texts of those kept."""
+    cdef Py_ssize_t n = len(blocks), i
+    cdef list verdicts = [], kept = []
+    if len(texts) != n or len(chars) != n or len(tchars) != n or len(template) != n or len(method) != n \
+            or len(role) != n:
+        raise ValueError("block_verdicts: the lists differ in length")
+    for i in range(n):
+        text = texts[i]
+        c = chars[i]
+        t = tchars[i]
+        if template[i]:
+            verdict = template_label
+        else:
+            verdict = content_label
+            kept.append(text)
+        v = PyType_GenericAlloc(verdict_type, 8)
+        _put(v, 0, (<tuple>blocks[i])[0])
+        _put(v, 1, text)
+        _put(v, 2, c)
+        _put(v, 3, t)
+        # int / int: the quotient of the two as doubles, as Python's true division of ints
+        # below 2^53 is (a block's characters are far fewer).
+        _put(v, 4, <double>(<Py_ssize_t>t) / <double>(<Py_ssize_t>c) if t else 0.0)
+        _put(v, 5, verdict)
+        _put(v, 6, method[i])
+        _put(v, 7, role[i])
+        verdicts.append(v)
+    return verdicts, kept
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
@@ -999,10 +1368,27 @@ cdef extern from *:
     DT_COUNT(dt_count_u8, uint8_t)
     DT_COUNT(dt_count_u16, uint16_t)
     DT_COUNT(dt_count_u32, uint32_t)
+    /* The next c at or after i (n where there is none): memchr for bytes. */
+    static Py_ssize_t dt_find(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 c) {
+        if (kind == 1) {
+            const uint8_t *s = (const uint8_t *)data;
+            const void *at = i < n ? memchr(s + i, (int)c, (size_t)(n - i)) : NULL;
+            return at ? (const uint8_t *)at - s : n;
+        }
+        if (kind == 2) {
+            const uint16_t *s = (const uint16_t *)data;
+            while (i < n && s[i] != c) i++;
+            return i;
+        }
+        const uint32_t *s = (const uint32_t *)data;
+        while (i < n && s[i] != c) i++;
+        return i;
+    }
     """
     Py_ssize_t dt_count_u8(const unsigned char *s, Py_ssize_t n, unsigned char c) noexcept nogil
     Py_ssize_t dt_count_u16(const unsigned short *s, Py_ssize_t n, unsigned short c) noexcept nogil
     Py_ssize_t dt_count_u32(const unsigned int *s, Py_ssize_t n, unsigned int c) noexcept nogil
+    Py_ssize_t dt_find(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 c) noexcept nogil
 
 
 def count_tags(str html):
@@ -1025,6 +1411,9 @@ cdef inline bint _ascii_alnum(Py_UCS4 c) noexcept nogil:
     return _ascii_alpha(c) or (48 <= c <= 57)
 
 
+cdef dict _NOT_NESTING_PACKED = {}  # not_nesting -> its short names packed (_pack), sorted
+
+
 def nesting_estimate(str html, frozenset not_nesting):
     """page/guards.py nesting_estimate: the deepest nesting the tags open (same result)."""
     cdef int kind = PyUnicode_KIND(html)
@@ -1034,18 +1423,22 @@ def nesting_estimate(str html, frozenset not_nesting):
     cdef bint close
     cdef unsigned long long word
     cdef unsigned long long packed[64]
-    cdef Py_ssize_t n_packed = 0, lo, hi, mid
+    cdef Py_ssize_t n_packed = 0, lo
     cdef unsigned char lower
-    values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
-    if len(values) > 64:
-        raise ValueError("too many names")
+    values = _NOT_NESTING_PACKED.get(not_nesting)
+    if values is None:
+        values = sorted(_pack(name.encode()) for name in not_nesting if name.isascii() and 0 < len(name) <= 8)
+        if len(values) > 64:
+            raise ValueError("too many names")
+        if len(_NOT_NESTING_PACKED) < 16:
+            _NOT_NESTING_PACKED[not_nesting] = values
     for value in values:
         packed[n_packed] = value
         n_packed += 1
     while i < n:
-        if PyUnicode_READ(kind, data, i) != 60:  # "<"
-            i += 1
-            continue
+        i = dt_find(kind, data, i, n, 60)  # the next "<"
+        if i >= n:
+            break
         j = i + 1
         close = j < n and PyUnicode_READ(kind, data, j) == 47  # "/"
         if close:
@@ -1065,14 +1458,7 @@ def nesting_estimate(str html, frozenset not_nesting):
             m += 1
         i = m
         if m - j <= 8:
-            lo = 0
-            hi = n_packed
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if packed[mid] < word:
-                    lo = mid + 1
-                else:
-                    hi = mid
+            lo = _bisect_left(packed, 0, n_packed, word)
             if lo < n_packed and packed[lo] == word:
                 continue
         if close:

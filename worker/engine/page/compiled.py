@@ -15,16 +15,18 @@ same steps over lexbor's tree through lexbor's exported functions. It runs only 
 Otherwise the Python walk runs, with the same results. The choice is made once, at first
 use (not at import): `module()` makes it, `status()` says which walk runs and why.
 The extension also holds the engine's other compiled loops (the table's per-page update,
-the tag scans of the input guards, the clusters' signatures); they are used exactly when
-the module is. Only the default path form ("tag") and walks that do not need selectolax
-node objects back (`--html`) are compiled.
+the tag scans of the input guards, the clusters' signatures, the page-level features,
+the pagelets' cut and min-hash keys, the ballot's tally, the verdict loop); they are used
+exactly when the module is, those with a floating-point or subtle result only after they
+gave their Python reference's result on a probe. Only the default path form ("tag") and
+walks that do not need selectolax node objects back (`--html`) are compiled.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -162,6 +164,13 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
     if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != python_tree.blocks:
         return "its blocks differ from the Python walk's on the probe page"
     return ""
+
+
+@cache
+def kernel(name: str) -> Any:
+    """The extension's function `name` where the compiled walk is in use, else None (then
+    the caller runs its Python reference); chosen once per name, at first use."""
+    return getattr(module(), name, None)
 
 
 def status() -> str:
