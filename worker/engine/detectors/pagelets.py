@@ -235,15 +235,10 @@ def checked_kernels(mod: Any) -> Any:
     return mod
 
 
-_chosen_kernels: list[Any] = []  # the choice, made on first use: [the extension module or None]
-
-
 def pagelet_kernels() -> Any:
     """The extension module where its pagelet functions are in use, else None (then
     `page_sketches_python` runs); chosen once, on first use, with the page walk."""
-    if not _chosen_kernels:
-        _chosen_kernels.append(checked_kernels(compiled.module()))
-    return _chosen_kernels[0]
+    return compiled.checked(checked_kernels)
 
 
 def pagelet_path(page: PageTree, p: PageletSketch) -> str:

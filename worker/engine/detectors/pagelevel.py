@@ -256,15 +256,10 @@ def checked_kernel(mod: Any) -> Any:
     return kernel if same else None
 
 
-_kernel: list[Any] = []  # the choice, made on first use: [the compiled function or None]
-
-
 def features_kernel() -> Any:
     """The compiled features function in use, or None where numpy's `features` runs;
     chosen once, on first use, with the page walk (page/compiled.py)."""
-    if not _kernel:
-        _kernel.append(checked_kernel(compiled.module()))
-    return _kernel[0]
+    return compiled.checked(checked_kernel)
 
 
 def page_features(page: PageTree) -> NDArray[np.float64]:

@@ -25,6 +25,7 @@ walks that do not need selectolax node objects back (`--html`) are compiled.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache, lru_cache
 from typing import Any
@@ -171,6 +172,14 @@ def kernel(name: str) -> Any:
     """The extension's function `name` where the compiled walk is in use, else None (then
     the caller runs its Python reference); chosen once per name, at first use."""
     return getattr(module(), name, None)
+
+
+@cache
+def checked(check: Callable[[Any], Any]) -> Any:
+    """`check(module())`: the compiled code a caller uses after it gave its Python
+    reference's result on the probe page (or None, and the reference runs); chosen once per
+    check, at first use, with the page walk."""
+    return check(module())
 
 
 def status() -> str:
