@@ -3,13 +3,16 @@ bad record costing that record, on files these tests build."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
+import zlib
 from pathlib import Path
 
 import brotli  # type: ignore[import-untyped]  # brotli ships no type stubs
 import pytest
 from detemplate.engine.model import DeadPage, RawPage
+from detemplate.io import stream
 from detemplate.io.archive import dechunk
 from detemplate.io.sources import iter_inputs
 
@@ -273,6 +276,22 @@ def test_a_file_cut_mid_record_gives_truncated_then_the_next_input(tmp_path: Pat
     assert [(d.reason, d.url) for d in dead(out)] == [("truncated", "https://c.example/2")]
 
 
+@pytest.fixture(params=["default", "zlib"])
+def inflater(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Gzip input read with the default inflater (ISA-L's where installed) and with zlib's, the
+    fallback: the same records, the same dead letters."""
+    if request.param == "zlib":
+        monkeypatch.setattr(stream, "_gzip_inflater", functools.partial(zlib.decompressobj, wbits=31))
+        monkeypatch.setattr(stream, "_INFLATE_ERRORS", (zlib.error,))
+    return str(request.param)
+
+
+def test_the_default_inflater_is_isal_where_it_is_installed() -> None:
+    pytest.importorskip("isal")
+    assert type(stream._gzip_inflater()).__module__ == "isal_zlib"
+
+
+@pytest.mark.usefixtures("inflater")
 def test_a_corrupt_gzip_member_costs_its_record(tmp_path: Path) -> None:
     members = [gzip.compress(warc_record(f"https://z.example/{i}", page(i))) for i in range(3)]
     broken = members[1][:20] + b"\x00" * 40 + members[1][60:]
@@ -286,6 +305,7 @@ def test_a_corrupt_gzip_member_costs_its_record(tmp_path: Path) -> None:
     assert "next gzip member" in bad.detail
 
 
+@pytest.mark.usefixtures("inflater")
 def test_a_gzip_file_cut_short_reports_where_and_goes_on_with_the_next_input(tmp_path: Path) -> None:
     data = gzip.compress(b"".join(warc_record(f"https://z.example/{i}", page(i)) for i in range(40)))
     path = tmp_path / "cut.warc.gz"

@@ -16,13 +16,33 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
-from typing import IO
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import IO, Protocol, cast
+
+
+class _Inflater(Protocol):
+    """What Stream uses of a decompressor: zlib's, or ISA-L's with the same attributes."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+
+    def decompress(self, data: bytes, /, max_length: int = 0) -> bytes: ...
+
 
 try:  # ISA-L's inflate: zlib's stream API, twice as fast on gzip files (docs/parallel.md)
-    from isal import isal_zlib as _files_zlib
+    from isal import isal_zlib
+
+    _gzip_inflater: Callable[[], _Inflater] = partial(isal_zlib.decompressobj, wbits=31)
+    # Its stub calls `error` an instance; it is the class IsalError.
+    _INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, cast(type[Exception], isal_zlib.error))
 except ImportError:  # a platform without its wheel: the standard library's
-    _files_zlib = zlib  # type: ignore[no-redef,unused-ignore]  # the same functions and attributes
+    _gzip_inflater = partial(zlib.decompressobj, wbits=31)
+    _INFLATE_ERRORS = (zlib.error,)
 
 CHUNK_BYTES = 1 << 20  # what one read inflates or reads at most
 GZIP_MAGIC = b"\x1f\x8b"
@@ -48,7 +68,7 @@ class Stream:
         self._eof = False
         self._raw_pos = 0  # compressed bytes read from the file
         self._pending = b""  # compressed bytes read but not yet fed to the decompressor
-        self._d: zlib._Decompress | None = None  # isal's decompressor keeps the same attributes
+        self._d: _Inflater | None = None
         self.member_offset = 0
         self._member_out = 0  # uncompressed position where the current member's output starts
         self._member_done = False  # the current member has ended (its output may still be buffered)
@@ -84,7 +104,7 @@ class Stream:
                     raise StreamError(f"not a gzip member at file offset {self._raw_pos - len(self._pending):,}")
                 self.member_offset = self._raw_pos - len(self._pending)
                 self._member_out = self.pos
-                self._d = _files_zlib.decompressobj(wbits=31)
+                self._d = _gzip_inflater()
                 self._member_done = False
             feed = self._pending
             if not feed:
@@ -95,7 +115,7 @@ class Stream:
                     )
             try:
                 out = self._d.decompress(feed, CHUNK_BYTES)
-            except (zlib.error, _files_zlib.error) as exc:
+            except _INFLATE_ERRORS as exc:
                 at = self.member_offset
                 raise StreamError(f"corrupt gzip data in the member at file offset {at:,}: {exc}") from exc
             if self._d.eof:
