@@ -399,7 +399,7 @@ class _Jobs:
             for process, send in zip(self.processes, self._sends, strict=True):
                 process.start()
                 send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
-        except BaseException as exc:  # noqa: BLE001  # told to the main thread by `started`
+        except BaseException as exc:  # told to the main thread by `started`
             self._start_error = exc
 
     def started(self) -> None:
