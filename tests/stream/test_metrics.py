@@ -192,3 +192,16 @@ def test_the_default_port_is_outside_the_exporter_range() -> None:
 
     # 9100-9999 is the Prometheus exporters' range (9100: node_exporter), wholly allocated: docs/deploy.md.
     assert not 9100 <= StreamSettings().metrics_port <= 9999
+
+
+def test_standby_remaining_counts_records_to_each_start_time_end(served: tuple[Metrics, MetricsServer]) -> None:
+    metrics, server = served
+    metrics.set_standby_remaining({}, {})  # no standby partitions
+    assert samples(server)[("detemplate_standby_remaining_records", ())] == 0
+    # Partition a: high watermark 99 at its start (Faust's last offset), read to 39: 60 left;
+    # b: nothing read yet (-1): 11 left, not 0; c: read past its start-time end: nothing left,
+    # and not a negative that would hide a's; d: an empty changelog (-1).
+    metrics.set_standby_remaining({"a": 99, "b": 10, "c": 5, "d": -1}, {"a": 39, "b": -1, "c": 8, "d": -1})
+    assert samples(server)[("detemplate_standby_remaining_records", ())] == 71
+    metrics.set_standby_remaining({"a": 99, "b": 10}, {"a": 99, "b": 10})
+    assert samples(server)[("detemplate_standby_remaining_records", ())] == 0

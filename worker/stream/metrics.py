@@ -48,6 +48,7 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     segments_in_state               table entries over those tables (segment and pagelet keys)
     consumer_lag{partition}         high watermark minus next offset to read
     ready                           1 when /readyz answers 200
+    standby_remaining_records       changelog records the standby partitions have yet to read to catch up
     process_*, python_*             the process' CPU, memory, open files (prometheus_client's collectors)
 """
 
@@ -143,6 +144,12 @@ class Metrics:
             f"{PREFIX}_consumer_lag", "high watermark minus next offset to read", ["partition"], registry=r
         )
         self.ready_gauge = Gauge(f"{PREFIX}_ready", "1 when the worker is ready (/readyz)", registry=r)
+        self.standby_remaining = Gauge(
+            f"{PREFIX}_standby_remaining_records",
+            "changelog records this worker's standby partitions have yet to read to catch up with the "
+            "changelog's end when they started (0 without standbys)",
+            registry=r,
+        )
         self._window: deque[tuple[int, int]] = deque(maxlen=share_window)
         self._chars = 0
         self._template_chars = 0
@@ -198,6 +205,11 @@ class Metrics:
 
     def set_waiting_partitions(self, n: int) -> None:
         self.waiting.set(n)
+
+    def set_standby_remaining(self, highwaters: Mapping[Any, int], offsets: Mapping[Any, int]) -> None:
+        """Records the standby partitions still have to read: each partition's high watermark when
+        its standby started, less the offset it has read to (-1: none yet)."""
+        self.standby_remaining.set(sum(max(0, hw - offsets.get(tp, -1)) for tp, hw in highwaters.items() if hw >= 0))
 
     def host_expired(self, reason: str) -> None:
         self.expired.labels(reason=reason).inc()

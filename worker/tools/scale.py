@@ -311,9 +311,10 @@ def _probes(crawl: list[RawPage], n: int) -> list[RawPage]:
 
 def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[RawPage]) -> float:
     """Two workers of the group, each restoring its partitions into an empty directory (and,
-    with standby replicas, the other's as a standby); once both are ready and idle, SIGKILL
-    one: seconds until a new page of each of 64 recent hosts is out (the survivor takes over
-    after the dead member's session, 6 s here, and, without a standby, a restore)."""
+    with standby replicas, the other's as a standby); once both are ready, their standbys have
+    caught up (`detemplate_standby_remaining_records` 0) and they are idle, SIGKILL one:
+    seconds until a new page of each of 64 recent hosts is out (the survivor takes over after
+    the dead member's session, 6 s here, and, without a standby, a restore)."""
     from ..stream.kafka_io import encode_raw, produce_raw
     from .bench_stream import Run
 
@@ -328,7 +329,9 @@ def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[R
             if time.monotonic() > deadline:
                 raise TimeoutError("the two workers were not both ready within 900 s")
             time.sleep(1.0)
-        time.sleep(10.0)  # the standbys catch up, the group settles
+        if settings.standby_replicas:
+            _wait_standbys([r.tmp / "worker.log" for r in runs], deadline)
+        time.sleep(10.0)  # the group settles
         runs[1].kill_worker()
         probe_pages = _probes(crawl, 64)
         t0 = time.monotonic()
@@ -338,6 +341,21 @@ def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[R
     finally:
         for r in runs:
             r.stop_worker()
+
+
+STANDBY_REMAINING = "detemplate_standby_remaining_records"
+
+
+def _wait_standbys(logs: list[Path], deadline: float) -> None:
+    """Until every worker's standby partitions have read their changelogs to the end they had
+    when they started (Faust starts them after the active partitions are restored)."""
+    while True:
+        left = [_metrics(log).get(STANDBY_REMAINING) for log in logs]
+        if all(n == 0 for n in left):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the standbys did not catch up in time: {left} records left")
+        time.sleep(1.0)
 
 
 def _wait_urls(bootstrap: str, topic: str, urls: set[str], timeout_s: float) -> None:
