@@ -22,6 +22,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -189,7 +190,8 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
 
     sampler = Sampler(probe)
     sampler.start()
-    rc = proc.wait()
+    _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS, however short the run
+    proc.returncode = rc = os.waitstatus_to_exitcode(status)
     samples = sampler.stop()
     wall = time.monotonic() - t0
     if rc != 0:
@@ -205,7 +207,7 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
         "pages": n, "seconds": round(wall, 1), "pages_per_s": round(n / wall, 1),
         "hosts_live": len(index), "hosts_expired": expired,
         "state_bytes_live": live_bytes, "state_bytes_per_host": round(live_bytes / max(1, len(index))),
-        "rocksdb_mb": round(dir_mb(state), 2), "rss_mb_max": max((s["rss_mb"] for s in samples), default=0.0),
+        "rocksdb_mb": round(dir_mb(state), 2), "rss_mb_max": round(usage.ru_maxrss / 1024, 1),  # ru_maxrss: KB
         "samples": samples,
     }
 
@@ -226,7 +228,7 @@ def stream(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float, partitions
         settings = StreamSettings(
             broker=broker.url, partitions=partitions, out_partitions=partitions, tansu=True, session_timeout_s=6.0,
             heartbeat_s=1.0, rebalance_timeout_s=6.0, metrics_host="127.0.0.1", metrics_port=0,
-            host_ttl_pages=ttl_pages // partitions, state_budget_bytes=int(budget_mb * 1e6), expiry_sweep_s=5.0,
+            host_ttl_pages=ttl_pages // partitions, state_budget_bytes=int(budget_mb * 1e6), expiry_sweep_s=1.0,
         )
         broker.create_topics(settings.topic_partitions())
         crawl = list(pages(shape))
