@@ -48,6 +48,8 @@ STEPS: list[tuple[str, Any, str]] = [
     ("combine_votes: decide_blocks", pipeline, "decide_blocks"),
     ("Ballot.tally", base.Ballot, "tally"),
     ("page_outcome: split_links", pipeline, "split_links"),
+    ("  base_url", pipeline, "base_url"),
+    ("  absolute_links", pipeline, "absolute_links"),
     ("page_outcome: page_title", pipeline, "page_title"),
     ("page_outcome: page_lang", pipeline, "page_lang"),
 ]

@@ -55,6 +55,8 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object s)
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
     bint PyUnicode_IS_ASCII(object s)
+    bint Py_UNICODE_ISSPACE(Py_UCS4 c)
+    object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
     void PyObject_GC_UnTrack(object o)
 
 
@@ -1351,6 +1353,103 @@ def block_verdicts(list blocks, list texts, list chars, list tchars, list templa
         _put(v, 7, role[i])
         verdicts.append(v)
     return verdicts, kept
+
+
+# -- a page's links ---------------------------------------------------------------------------
+
+cdef object _SLOW = object()  # an href the fast forms do not cover: resolved by the caller's function
+
+
+cdef inline bint _starts_http(int kind, const void *data, Py_ssize_t n) noexcept:
+    """Whether the text starts with "http://" or "https://" (lower case, as links.py checks)."""
+    cdef Py_ssize_t i, at = 4
+    cdef const char *head = b"https://"
+    if n < 7:
+        return False
+    for i in range(4):
+        if PyUnicode_READ(kind, <void *>data, i) != <Py_UCS4>head[i]:
+            return False
+    if PyUnicode_READ(kind, <void *>data, 4) == 115:  # "s"
+        at = 5
+    if n < at + 3:
+        return False
+    return PyUnicode_READ(kind, <void *>data, at) == 58 and PyUnicode_READ(kind, <void *>data, at + 1) == 47 \
+        and PyUnicode_READ(kind, <void *>data, at + 2) == 47  # "://"
+
+
+cdef object _fast_href(str href, str origin, str where):
+    """One href's URL as links.py `_resolve_href` gives it, for the common forms: absolute
+    http(s), root-relative and (`where` not None: the base directory has no dot segment)
+    path-relative, none with a dot segment; None for an in-page link; _SLOW for any other."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(href), i, cut, end, query = -1, colon = -1, stop = -1
+    cdef int kind
+    cdef const void *data
+    cdef Py_UCS4 c, first, prev = 0
+    cdef bint dotted
+    if n == 0:
+        return None
+    kind = PyUnicode_KIND(href)
+    data = PyUnicode_DATA(href)
+    first = PyUnicode_READ(kind, <void *>data, 0)
+    if first == 35:  # "#": an in-page link
+        return None
+    if Py_UNICODE_ISSPACE(first) or Py_UNICODE_ISSPACE(PyUnicode_READ(kind, <void *>data, n - 1)):
+        return _SLOW  # stripped first
+    dotted = first == 46  # "."
+    cut = n
+    for i in range(n):
+        c = PyUnicode_READ(kind, <void *>data, i)
+        if c == 35:  # "#": the fragment is cut off (control characters after it change nothing before it)
+            cut = i
+            break
+        if c == 9 or c == 10 or c == 13:
+            return _SLOW  # removed first, as browsers do
+        if c == 63:  # "?"
+            if query < 0:
+                query = i
+                if stop < 0:
+                    stop = i
+        elif c == 47:  # "/"
+            if stop < 0:
+                stop = i
+        elif c == 58:  # ":"
+            if colon < 0:
+                colon = i
+        elif c == 46 and prev == 47 and query < 0:  # "/." before the query
+            dotted = True
+        prev = c
+    # urljoin drops an empty query: a "?" that is the href's first and last character (before "#").
+    end = cut - 1 if query == cut - 1 else cut
+    if _starts_http(kind, data, cut):
+        return href if end == n else PyUnicode_Substring(href, 0, end)
+    if colon >= 0 and (stop < 0 or stop > colon):
+        return _SLOW  # a scheme of its own
+    if first == 47:  # "/"
+        if cut > 1 and PyUnicode_READ(kind, <void *>data, 1) == 47:
+            return _SLOW  # "//": the base's scheme
+        if dotted:
+            return _SLOW
+        return origin + (href if end == n else PyUnicode_Substring(href, 0, end))
+    if first == 63 or dotted or where is None:  # "?": the base's path
+        return _SLOW
+    return where + (href if end == n else PyUnicode_Substring(href, 0, end))
+
+
+def absolute_links(hrefs, str origin, str where, resolve):
+    """engine/links.py `absolute_links_python` for one base: each distinct href's URL, the
+    URLs distinct, in first-seen order. The common forms are resolved here (`_fast_href`),
+    the others by `resolve(href)` (URL or None)."""
+    cdef set seen = set()
+    cdef list out = []
+    for href in dict.fromkeys(hrefs):
+        url = _fast_href(<str>href, origin, where) if type(href) is str else _SLOW
+        if url is _SLOW:
+            url = resolve(href)
+        if url is not None and url not in seen:
+            seen.add(url)
+            out.append(url)
+    return out
+
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
