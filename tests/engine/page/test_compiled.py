@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from detemplate.engine.detectors import pagelets
 from detemplate.engine.detectors.base import tally_python
+from detemplate.engine.detectors.layout import checked_region, content_region, content_region_python, region_kernel
 from detemplate.engine.detectors.pagelevel import (
     checked_kernel,
     compiled_features,
@@ -91,6 +92,13 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         got_verdicts = compiled.kernel("block_verdicts")(*lists, BlockVerdict, TEMPLATE, CONTENT)
         assert got_verdicts == block_verdicts_python(*lists)
         assert all(type(v) is BlockVerdict for v in got_verdicts[0])
+        # The compiled content region: every block's text new, every other block's, none.
+        mod = compiled.module()
+        for novel in (chars, [c if i % 2 else 0 for i, c in enumerate(chars)], [0] * n):
+            for share in (0.5, 0.8, 1.0):
+                assert mod.content_region(
+                    got_tree.node_of_block, novel, got_tree.chars, got_tree.achars, got_tree.end, share
+                ) == content_region_python(expected_tree, novel, share)
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:
@@ -268,6 +276,45 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_kernel(Off) is None
     assert checked_kernel(Failing) is None
     assert checked_kernel(object()) is None
+
+
+_SITE_TREE = walk(LexborHTMLParser(make_site("r.example", 2, layout="news")[1].page.html), PARAMS)
+
+
+@needs_fast
+@settings(max_examples=200, deadline=None)
+@given(
+    novel=st.lists(st.integers(min_value=0, max_value=5000), min_size=len(_SITE_TREE.blocks),
+                   max_size=len(_SITE_TREE.blocks)),
+    share=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_the_compiled_content_region_agrees_with_python(novel: list[int], share: float) -> None:
+    tree = _SITE_TREE
+    got = compiled.module().content_region(tree.node_of_block, novel, tree.chars, tree.achars, tree.end, share)
+    assert got == content_region_python(tree, novel, share)
+
+
+def test_the_content_region_is_compiled_when_the_walk_is() -> None:
+    assert (region_kernel() is not None) == (compiled.module() is not None)
+    novel = [sum(seg.length for seg in block.segments) for block in _SITE_TREE.blocks]
+    assert content_region(_SITE_TREE, novel, 0.8) == content_region_python(_SITE_TREE, novel, 0.8) > 0
+
+
+@needs_fast
+def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        @staticmethod
+        def content_region(node_of_block, novel, chars, achars, end, share):  # type: ignore[no-untyped-def]
+            found = mod.content_region(node_of_block, novel, chars, achars, end, share)
+            return found + 1 if share == 0.8 else found  # one share's node off
+
+    assert checked_region(mod) is mod
+    assert checked_region(Off) is None
+    assert checked_region(object()) is None
+    assert checked_region(None) is None
+    assert region_kernel() is mod
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:

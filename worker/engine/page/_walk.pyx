@@ -23,7 +23,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 
@@ -1353,6 +1353,45 @@ def block_verdicts(list blocks, list texts, list chars, list tchars, list templa
         _put(v, 7, role[i])
         verdicts.append(v)
     return verdicts, kept
+
+
+# -- the layout detector's content region -------------------------------------------------------
+
+def content_region(list node_of_block, list novel, list chars, list achars, list end, double share):
+    """detectors/layout.py `content_region_python`: the deepest node whose subtree holds at
+    least `share` of the page's new plain text (the same doubles, summed in the same order)."""
+    cdef Py_ssize_t n = len(end), nb = len(node_of_block), i, node, new, c, found = 0
+    cdef double whole, floor
+    cdef double *acc
+    if len(novel) != nb or len(chars) < n or len(achars) < n:
+        raise ValueError("content_region: the lists differ in length")
+    if n == 0:
+        return 0
+    acc = <double *>calloc(n + 1, sizeof(double))
+    if acc == NULL:
+        raise MemoryError()
+    try:
+        # acc[i + 1] - acc[i]: node i's new characters times the share of its text outside links
+        for i in range(nb):
+            new = novel[i]
+            if new:
+                node = node_of_block[i]
+                c = chars[node]
+                if c:
+                    acc[node + 1] = <double>new * (1.0 - <double>(<Py_ssize_t>achars[node]) / <double>c)
+        for i in range(n):  # prefix sums in document order: a subtree is a contiguous range
+            acc[i + 1] = acc[i] + acc[i + 1]
+        whole = acc[<Py_ssize_t>end[0]] - acc[0]
+        if whole <= 0.0:
+            return 0
+        floor = share * whole
+        for node in range(n - 1, -1, -1):
+            if acc[<Py_ssize_t>end[node]] - acc[node] >= floor:
+                found = node
+                break
+        return found
+    finally:
+        free(acc)
 
 
 # -- a page's links ---------------------------------------------------------------------------
