@@ -15,7 +15,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors import pagelets
+from detemplate.engine.detectors import clusters, pagelets
 from detemplate.engine.detectors.base import tally_python
 from detemplate.engine.detectors.layout import checked_region, content_region, content_region_python, region_kernel
 from detemplate.engine.detectors.pagelevel import (
@@ -26,7 +26,7 @@ from detemplate.engine.detectors.pagelevel import (
     page_features,
 )
 from detemplate.engine.errors import BadInputError
-from detemplate.engine.model import CONTENT, TEMPLATE, BlockVerdict
+from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
@@ -35,6 +35,7 @@ from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
+from xxhash import xxh3_64_intdigest
 
 PARAMS = SegmentParams()
 FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
@@ -99,6 +100,11 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
                 assert mod.content_region(
                     got_tree.node_of_block, novel, got_tree.chars, got_tree.achars, got_tree.end, share
                 ) == content_region_python(expected_tree, novel, share)
+        # The clusters' path keys, and the table's new keys (every other segment key held).
+        assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
+        held = {seg.key: 1 for block in blocks for seg in block.segments[1::2]}
+        keys = [seg.key for block in blocks for seg in block.segments]
+        assert mod.missing(held, keys) == {key for key in keys if key not in held}
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:
@@ -224,7 +230,6 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     num_perm=st.sampled_from([1, 8, 64, 128]),
 )
 def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], others: list[int], num_perm: int) -> None:
-    from detemplate.engine.detectors import clusters
     from detemplate.engine.page import _walk  # type: ignore[attr-defined]
 
     salts = clusters.MinHasher(num_perm, 1).salts
@@ -242,9 +247,15 @@ def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], other
         assert len(got) == bands
 
 
-def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
-    from detemplate.engine.detectors import clusters
+@needs_fast
+@given(st.lists(st.text(alphabet="htmlbodyiv/-é😀\x00 ", max_size=30), max_size=20))
+def test_the_compiled_path_keys_agree_with_python(paths: list[str]) -> None:
+    blocks = [Block(path, [], i, ()) for i, path in enumerate(paths)]
+    assert compiled.module().path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(path) for path in paths}
+    assert clusters.page_paths(blocks, "blocks") == {clusters.path_key(path) for path in paths}
 
+
+def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
 
@@ -318,7 +329,7 @@ def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts"):
+    for name in ("tally", "block_verdicts", "missing", "path_keys"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 

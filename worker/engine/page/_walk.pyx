@@ -1394,6 +1394,34 @@ def content_region(list node_of_block, list novel, list chars, list achars, list
         free(acc)
 
 
+# -- the table's new keys --------------------------------------------------------------------
+
+def missing(dict entries, keys):
+    """engine/table.py `HostTable.missing`: the keys `entries` does not hold, as a set."""
+    cdef set out = set()
+    for key in keys:
+        if key not in entries:
+            out.add(key)
+    return out
+
+
+# -- the clusters' page features ---------------------------------------------------------------
+
+def path_keys(blocks, hash64):
+    """detectors/clusters.py `path_key` of each block's DOM path, as a set: XXH3-64 of the
+    path's UTF-8 (by `hash64`, xxhash's function, where XXH3_64bits was not found)."""
+    cdef set out = set()
+    cdef const char *s
+    cdef Py_ssize_t n
+    for block in blocks:
+        s = PyUnicode_AsUTF8AndSize((<tuple>block)[0], &n)
+        if _xxh3 != NULL:
+            out.add(PyLong_FromUnsignedLongLong(_xxh3(s, n)))
+        else:
+            out.add(hash64(PyBytes_FromStringAndSize(s, n)))
+    return out
+
+
 # -- a page's links ---------------------------------------------------------------------------
 
 cdef object _SLOW = object()  # an href the fast forms do not cover: resolved by the caller's function
