@@ -255,6 +255,35 @@ def test_the_compiled_path_keys_agree_with_python(paths: list[str]) -> None:
     assert clusters.page_paths(blocks, "blocks") == {clusters.path_key(path) for path in paths}
 
 
+@st.composite
+def _warm_ballots(draw: st.DrawFn) -> tuple[object, ...]:
+    """Arguments of decision.block_decisions_python: one warm page's evidence, with ties."""
+    n = draw(st.integers(min_value=0, max_value=30))
+    chars = draw(st.lists(st.integers(min_value=0, max_value=400), min_size=n, max_size=n))
+    tchars = [draw(st.integers(min_value=0, max_value=c)) for c in chars]
+    shares = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.6, 0.75, 0.9, 1.0])
+    lists = st.lists(shares, min_size=n, max_size=n)
+    outright = draw(st.none() | st.builds(bytearray, st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    region = draw(st.booleans())
+    nodes = sorted(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))) if region else None
+    first = draw(st.integers(0, 40)) if region else 0
+    end = draw(st.integers(first, 41)) if region else 0
+    novelty, presence, scores = draw(st.none() | lists), draw(st.none() | lists), draw(st.none() | lists)
+    params = [draw(shares) for _ in range(6)]
+    return (chars, tchars, outright, nodes, first, end, novelty, presence, scores, *params)
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(_warm_ballots())
+def test_the_compiled_decision_agrees_with_python(args: tuple[object, ...]) -> None:
+    from detemplate.engine.decision import block_decisions_python
+    from detemplate.engine.model import METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+
+    got = compiled.module().block_decisions(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
+    assert got == block_decisions_python(*args)  # type: ignore[arg-type]
+
+
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
@@ -329,7 +358,7 @@ def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts", "missing", "path_keys"):
+    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 

@@ -1519,6 +1519,72 @@ def absolute_links(hrefs, str origin, str where, resolve):
 
 
 
+# -- the decision -------------------------------------------------------------------------------
+
+def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_ssize_t first, Py_ssize_t end,
+                    list novelty, list presence, list scores, double max_ratio, double layout_novelty, double layout_presence, double inner,
+                    double outer, double max_removed_share, str by_table, str by_pagelet, str by_pagelevel):
+    """engine/decision.py `block_decisions_python`: a warm host's page, each block's verdict
+    and method (the same comparisons of the same doubles)."""
+    cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0
+    cdef list template = [False] * n, method = [by_table] * n
+    cdef bint has_region = nodes is not None, layout = novelty is not None and presence is not None
+    cdef const unsigned char *out = NULL
+    cdef unsigned char *inside
+    cdef Py_ssize_t *model_inside
+    cdef double s
+    if len(tchars) != n or (has_region and len(nodes) != n) or (layout and (len(novelty) != n or len(presence) != n)) \
+            or (scores is not None and len(scores) != n):
+        raise ValueError("block_decisions: the lists differ in length")
+    if outright is not None:
+        if len(outright) != n:
+            raise ValueError("block_decisions: the lists differ in length")
+        out = <const unsigned char *><char *>outright
+    inside = <unsigned char *>calloc(n + 1, 1)
+    model_inside = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+    if inside == NULL or model_inside == NULL:
+        free(inside)
+        free(model_inside)
+        raise MemoryError()
+    try:
+        if has_region:
+            for i in range(n):
+                node = nodes[i]
+                inside[i] = first <= node < end
+        for i in range(n):
+            t = tchars[i]
+            if inside[i] and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
+                continue  # repetition inside the content region, off the host's layout: content
+            if t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
+                template[i] = True
+            elif out != NULL and out[i] == 1:
+                template[i] = True
+                method[i] = by_pagelet
+        if scores is not None:
+            for i in range(n):
+                if template[i] is True:
+                    continue
+                s = scores[i]
+                if inside[i]:
+                    c = chars[i]
+                    region_chars += c
+                    if s > inner:
+                        model_inside[k] = i
+                        k += 1
+                        region_removed += c
+                elif s > outer:
+                    template[i] = True
+                    method[i] = by_pagelevel
+            if k and <double>region_removed <= max_removed_share * <double>region_chars:
+                for i in range(k):
+                    template[model_inside[i]] = True
+                    method[model_inside[i]] = by_pagelevel
+        return template, method
+    finally:
+        free(inside)
+        free(model_inside)
+
+
 # -- before parsing: how many tags, how deep they nest ------------------------------------
 
 cdef extern from *:
