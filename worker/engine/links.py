@@ -138,18 +138,15 @@ PROBE_HREFS = (
 def checked_links(mod: Any) -> Any:
     """`mod` when its `absolute_links` gives `absolute_links_python`'s results on the probe
     hrefs, else None (then the Python loop runs)."""
-    if mod is None or not hasattr(mod, "absolute_links"):
-        return None
-    try:
-        for base in PROBE_BASES:
-            if _absolute_links(base, PROBE_HREFS, mod) != _absolute_links(base, PROBE_HREFS, None):
-                return None
-            for href in PROBE_HREFS:
-                if _absolute_links(base, [href], mod) != _absolute_links(base, [href], None):
-                    return None
-    except Exception:  # a build that does not fit this source
-        return None
-    return mod
+    return compiled.agreeing(mod, ("absolute_links",), _links_agree)
+
+
+def _links_agree(mod: Any) -> bool:
+    return all(
+        _absolute_links(base, hrefs, mod) == _absolute_links(base, hrefs, None)
+        for base in PROBE_BASES
+        for hrefs in (PROBE_HREFS, *[[href] for href in PROBE_HREFS])
+    )
 
 
 def links_kernel() -> Any:

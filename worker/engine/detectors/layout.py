@@ -213,19 +213,18 @@ LAYOUT = Layout()
 def checked_region(mod: Any) -> Any:
     """`mod` when its `content_region` gives `content_region_python`'s node on the probe
     page (page/compiled.py PROBE_PAGE) for several shares of new text, else None."""
-    if mod is None or not hasattr(mod, "content_region"):
-        return None
-    try:
-        probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
-        chars = [sum([seg[2] for seg in block[1]]) for block in probe.blocks]
-        for novel in (chars, [c if i % 3 else 0 for i, c in enumerate(chars)], chars[:-4] + [0] * 4, [0] * len(chars)):
-            for share in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0):
-                got = mod.content_region(probe.node_of_block, novel, probe.chars, probe.achars, probe.end, share)
-                if got != content_region_python(probe, novel, share):
-                    return None
-    except Exception:  # a build that does not fit this source
-        return None
-    return mod
+    return compiled.agreeing(mod, ("content_region",), _region_agrees)
+
+
+def _region_agrees(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    chars = [sum([seg[2] for seg in block[1]]) for block in probe.blocks]
+    return all(
+        mod.content_region(probe.node_of_block, novel, probe.chars, probe.achars, probe.end, share)
+        == content_region_python(probe, novel, share)
+        for novel in (chars, [c if i % 3 else 0 for i, c in enumerate(chars)], chars[:-4] + [0] * 4, [0] * len(chars))
+        for share in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0)
+    )
 
 
 def region_kernel() -> Any:

@@ -182,6 +182,18 @@ def checked(check: Callable[[Any], Any]) -> Any:
     return check(module())
 
 
+def agreeing(mod: Any, names: tuple[str, ...], agrees: Callable[[Any], bool]) -> Any:
+    """`mod` when it has the functions `names` and `agrees(mod)` (they gave their Python
+    reference's results on a probe), else None; also None when the probe raises (a build
+    that does not fit this source). For the checks `checked` runs."""
+    if mod is None or not all(hasattr(mod, name) for name in names):
+        return None
+    try:
+        return mod if agrees(mod) else None
+    except Exception:
+        return None
+
+
 def status() -> str:
     """Which page walk runs, for logs and benchmarks (makes the choice if it is not made yet)."""
     if module() is None:
