@@ -30,7 +30,7 @@ from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
-from detemplate.engine.pipeline import block_verdicts_python
+from detemplate.engine.pipeline import block_verdicts_python, segment_keys_python
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -100,6 +100,8 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
                 assert mod.content_region(
                     got_tree.node_of_block, novel, got_tree.chars, got_tree.achars, got_tree.end, share
                 ) == content_region_python(expected_tree, novel, share)
+        # The page's segment keys.
+        assert mod.segment_keys(blocks) == segment_keys_python(blocks)
         # The clusters' path keys, and the table's new keys (every other segment key held).
         assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
         held = {seg.key: 1 for block in blocks for seg in block.segments[1::2]}
@@ -358,7 +360,7 @@ def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions"):
+    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 

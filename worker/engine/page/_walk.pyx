@@ -1394,6 +1394,17 @@ def content_region(list node_of_block, list novel, list chars, list achars, list
         free(acc)
 
 
+# -- a page's segment keys ---------------------------------------------------------------------
+
+def segment_keys(list blocks):
+    """engine/pipeline.py `segment_keys_python`: the page's distinct segment keys, sorted and as a set."""
+    cdef set distinct = set()
+    for block in blocks:
+        for seg in <list>(<tuple>block)[1]:
+            distinct.add((<tuple>seg)[0])
+    return sorted(distinct), distinct
+
+
 # -- the table's new keys --------------------------------------------------------------------
 
 def missing(dict entries, keys):
