@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """The page walk, compiled; with the engine's other per-page loops (the input guards' tag
-scans, the table's update, the clusters' signatures).
+scans, the table's update, the clusters' signatures, and the others page/compiled.py lists),
+each beside a note of its Python reference.
 
 Same walk, step for step, as page/python.py's `walk_python` (which is the reference and
 the fallback): the same blocks, segment keys (keys.segment_key's bytes: path, NUL, text),
