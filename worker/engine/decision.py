@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+from .page import compiled
 from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
 from .params import EngineParams
 
@@ -101,7 +102,6 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     left empty when not asked for)."""
     tally = ballot.tally()
     chars = tally.chars
-    n = len(chars)
     scores = ballot.scores
     if scores is not None:
         scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
@@ -110,18 +110,47 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
     cues = ballot.cues
     rp = params.region
-    max_ratio = params.table.template_ratio
-    tchars = tally.template_chars
-    outright = ballot.outright
-    novelty = ballot.novelty
     if rp.enabled and cues is not None and ballot.region is not None:
         first, end = region_nodes(ballot, rp.container_share)
-        inside = [first <= node < end for node in cues.node_of_block]
+        nodes: list[int] | None = cues.node_of_block
     else:
-        inside = [False] * n
-    layout_novelty = rp.layout_novelty
-    layout_presence = rp.layout_presence
-    presence = ballot.presence
+        first = end = 0
+        nodes = None  # no block is inside a content region
+    args = (
+        chars, tally.template_chars, ballot.outright, nodes, first, end, ballot.novelty, ballot.presence, scores,
+        params.table.template_ratio, rp.layout_novelty, rp.layout_presence, plp.inner_threshold,
+        plp.outer_threshold, plp.max_removed_share,
+    )
+    kernel = compiled.kernel("block_decisions")
+    if kernel is None:
+        template, method = block_decisions_python(*args)
+    else:  # the same loops, compiled (page/_walk.pyx block_decisions)
+        template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
+    return BlockDecisions(template, method, _roles(ballot, template, method, warm=True) if roles else [])
+
+
+def block_decisions_python(
+    chars: list[int],
+    tchars: list[int],
+    outright: bytearray | None,
+    nodes: list[int] | None,
+    first: int,
+    end: int,
+    novelty: list[float] | None,
+    presence: list[float] | None,
+    scores: list[float] | None,
+    max_ratio: float,
+    layout_novelty: float,
+    layout_presence: float,
+    inner: float,
+    outer: float,
+    max_removed_share: float,
+) -> tuple[list[bool], list[str]]:
+    """A warm host's page: each block's verdict and method (`decide_blocks`' steps 2 and 3;
+    a block is inside the content region when `nodes`, its node, is in [first, end)).
+    The reference for page/_walk.pyx `block_decisions`."""
+    n = len(chars)
+    inside = [first <= node < end for node in nodes] if nodes is not None else [False] * n
     template = [False] * n
     method = [METHOD_TABLE] * n
     for i in range(n):
@@ -141,8 +170,6 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
             template[i] = True
             method[i] = METHOD_PAGELET
     if scores is not None:
-        inner = plp.inner_threshold
-        outer = plp.outer_threshold
         region_chars = 0
         region_removed = 0
         model_inside: list[int] = []
@@ -158,11 +185,11 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
             elif s > outer:
                 template[i] = True
                 method[i] = METHOD_PAGELEVEL
-        if model_inside and region_removed <= plp.max_removed_share * region_chars:
+        if model_inside and region_removed <= max_removed_share * region_chars:
             for i in model_inside:
                 template[i] = True
                 method[i] = METHOD_PAGELEVEL
-    return BlockDecisions(template, method, _roles(ballot, template, method, warm=True) if roles else [])
+    return template, method
 
 
 def _cold(

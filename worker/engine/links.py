@@ -6,11 +6,13 @@ The clean page lists the links of its content blocks and of its template blocks
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser
+
+from .page import compiled
 
 
 def base_url(tree: LexborHTMLParser, url: str) -> str:
@@ -68,8 +70,15 @@ def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
     documentation page with 180 relative links; the common shapes (absolute, root-relative,
     path-relative) are joined here directly, with urljoin's results (tests compare them).
     A host's pages repeat most of their links (the template's): results that depend only
-    on the base's origin and directory are kept in a bounded cache.
+    on the base's origin and directory are kept in a bounded cache. Where the page walk is
+    compiled, the loop and the commonest shapes are too (page/_walk.pyx `absolute_links`,
+    probe-checked against `absolute_links_python`, the reference).
     """
+    return _absolute_links(base, hrefs, links_kernel())
+
+
+def _absolute_links(base: str, hrefs: Iterable[str], kernel: Any) -> list[str]:
+    """`absolute_links` by the extension module `kernel`, or in Python where it is None."""
     parts = urlsplit(base)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
@@ -78,25 +87,72 @@ def absolute_links(base: str, hrefs: Iterable[str]) -> list[str]:
     base_path = parts.path or "/"
     base_dir = base_path[: base_path.rfind("/") + 1]
     where = origin + base_dir
-    cache = _RESOLVED
-    seen: set[str] = set()
-    out: list[str] = []
-    for href in dict.fromkeys(hrefs):  # a page repeats hrefs: each distinct one once
+
+    def resolve_one(href: str) -> str | None:
         # Absolute and root-relative links resolve the same from every page of the origin,
         # relative ones from every page in the same directory.
-        url = cache.get((origin, href), _MISS)
+        url = _RESOLVED.get((origin, href), _MISS)
         if url is _MISS:
-            url = cache.get((where, href), _MISS)
+            url = _RESOLVED.get((where, href), _MISS)
         if url is _MISS:
             url, reuse = _resolve_href(href, base, scheme, origin, base_path, base_dir)
             if reuse and len(href) <= _RESOLVED_MAX_CHARS:
-                if len(cache) >= _RESOLVED_MAX:
-                    cache.clear()
-                cache[(origin if reuse == _ORIGIN else where, href)] = url
+                if len(_RESOLVED) >= _RESOLVED_MAX:
+                    _RESOLVED.clear()
+                _RESOLVED[(origin if reuse == _ORIGIN else where, href)] = url
+        return url  # type: ignore[no-any-return]  # a str or None, as cached
+
+    if kernel is None:
+        return absolute_links_python(hrefs, resolve_one)
+    # The compiled loop joins path-relative links to `where` only when the base directory
+    # holds no dot segment (else they go to resolve_one, as do all uncommon shapes).
+    plain = base_dir.startswith("/") and "/." not in base_dir
+    return kernel.absolute_links(hrefs, origin, where if plain else None, resolve_one)  # type: ignore[no-any-return]
+
+
+def absolute_links_python(hrefs: Iterable[str], resolve_one: Callable[[str], str | None]) -> list[str]:
+    """Each distinct href's URL by `resolve_one`, the URLs distinct, in first-seen order
+    (the reference for page/_walk.pyx `absolute_links`)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for href in dict.fromkeys(hrefs):  # a page repeats hrefs: each distinct one once
+        url = resolve_one(href)
         if url is not None and url not in seen:
             seen.add(url)
             out.append(url)
     return out
+
+
+# Every shape of href the compiled loop tells apart, against bases with and without dot
+# segments in their directory: the probe it must agree with absolute_links_python on.
+PROBE_BASES = ("https://h.example/d/e/p.html", "http://h.example:8080", "https://h.example/d/./x/?q=1")
+PROBE_HREFS = (
+    "a.html", "./a.html", "../a.html", "b/../c/./d.html", "c/.hidden", "d..e/f", ".x", "g?h=../i", "?q=1", "?",
+    "a?", "/", "/r", "/r/../s", "/r?", "/r?x?", "/r#f", "//o.example/p/../q", "https://o.example/a/b?c=d",
+    "http://o.example", "http://o.example?", "https://o.example/#x", "HTTPS://O.example/Z", "http:/x", "https:x",
+    "mailto:x@y", "javascript:void(0)", "x:y/z", "x/y:z", "x?y:z", "#top", "#", "", " ", " /lead", "/trail ",
+    "\u00a0/nbsp", "a\tb", "a\nb#c\n", "x#y\tz", "/caf\u00e9", "/\U0001f600/x", "r\u00e9l/x", "a", "a", "/",
+)
+
+
+def checked_links(mod: Any) -> Any:
+    """`mod` when its `absolute_links` gives `absolute_links_python`'s results on the probe
+    hrefs, else None (then the Python loop runs)."""
+    return compiled.agreeing(mod, ("absolute_links",), _links_agree)
+
+
+def _links_agree(mod: Any) -> bool:
+    return all(
+        _absolute_links(base, hrefs, mod) == _absolute_links(base, hrefs, None)
+        for base in PROBE_BASES
+        for hrefs in (PROBE_HREFS, *[[href] for href in PROBE_HREFS])
+    )
+
+
+def links_kernel() -> Any:
+    """The extension module where its `absolute_links` is in use, else None; chosen once,
+    on first use, with the page walk."""
+    return compiled.checked(checked_links)
 
 
 _MISS = object()

@@ -128,8 +128,8 @@ def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: 
 
 def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> PageKeys:
     """Stage 2: each detector's per-page state, and the keys the page adds to the host's table."""
-    distinct = {seg[0] for block in walked.blocks for seg in block[1]}
-    segments = SegmentKeys(sorted(distinct), distinct)
+    kernel = compiled.kernel("segment_keys")
+    segments = SegmentKeys(*(segment_keys_python(walked.blocks) if kernel is None else kernel(walked.blocks)))
     contributions = tuple([d.prepare(walked, segments, table, params) for d in DETECTORS])
     parts: list[Sequence[int]] = [c.keys for c in contributions if c is not None and c.keys]
     if not parts:
@@ -141,6 +141,13 @@ def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> Pag
         for part in parts[1:]:
             applied.extend(part)  # a C-level copy, not one iteration step a key
     return PageKeys(contributions, applied)
+
+
+def segment_keys_python(blocks: list[Block]) -> tuple[list[int], set[int]]:
+    """The page's distinct segment keys, sorted and as a set (the reference for page/_walk.pyx
+    `segment_keys`)."""
+    distinct = {seg[0] for block in blocks for seg in block[1]}
+    return sorted(distinct), distinct
 
 
 def update_table(keys: PageKeys, table: HostTable) -> tuple[list[int], ...]:

@@ -93,8 +93,11 @@ class HostTable:
         return key in self._entries
 
     def missing(self, keys: Iterable[int]) -> set[int]:
-        """The keys the table does not hold (new to it)."""
+        """The keys the table does not hold (new to it); the loop compiled where the page walk is."""
         entries = self._entries
+        kernel = compiled.kernel("missing")
+        if kernel is not None:
+            return kernel(entries, keys)  # type: ignore[no-any-return]
         return {key for key in keys if key not in entries}
 
     def lifetime(self, df: int) -> int:

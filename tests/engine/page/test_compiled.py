@@ -15,8 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors import pagelets
+from detemplate.engine.detectors import clusters, pagelets
 from detemplate.engine.detectors.base import tally_python
+from detemplate.engine.detectors.layout import checked_region, content_region, content_region_python, region_kernel
 from detemplate.engine.detectors.pagelevel import (
     checked_kernel,
     compiled_features,
@@ -25,15 +26,16 @@ from detemplate.engine.detectors.pagelevel import (
     page_features,
 )
 from detemplate.engine.errors import BadInputError
-from detemplate.engine.model import CONTENT, TEMPLATE, BlockVerdict
+from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
-from detemplate.engine.pipeline import block_verdicts_python
+from detemplate.engine.pipeline import block_verdicts_python, segment_keys_python
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
+from xxhash import xxh3_64_intdigest
 
 PARAMS = SegmentParams()
 FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
@@ -91,6 +93,20 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         got_verdicts = compiled.kernel("block_verdicts")(*lists, BlockVerdict, TEMPLATE, CONTENT)
         assert got_verdicts == block_verdicts_python(*lists)
         assert all(type(v) is BlockVerdict for v in got_verdicts[0])
+        # The compiled content region: every block's text new, every other block's, none.
+        mod = compiled.module()
+        for novel in (chars, [c if i % 2 else 0 for i, c in enumerate(chars)], [0] * n):
+            for share in (0.5, 0.8, 1.0):
+                assert mod.content_region(
+                    got_tree.node_of_block, novel, got_tree.chars, got_tree.achars, got_tree.end, share
+                ) == content_region_python(expected_tree, novel, share)
+        # The page's segment keys.
+        assert mod.segment_keys(blocks) == segment_keys_python(blocks)
+        # The clusters' path keys, and the table's new keys (every other segment key held).
+        assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
+        held = {seg.key: 1 for block in blocks for seg in block.segments[1::2]}
+        keys = [seg.key for block in blocks for seg in block.segments]
+        assert mod.missing(held, keys) == {key for key in keys if key not in held}
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:
@@ -216,7 +232,6 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
     num_perm=st.sampled_from([1, 8, 64, 128]),
 )
 def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], others: list[int], num_perm: int) -> None:
-    from detemplate.engine.detectors import clusters
     from detemplate.engine.page import _walk  # type: ignore[attr-defined]
 
     salts = clusters.MinHasher(num_perm, 1).salts
@@ -234,9 +249,44 @@ def test_the_compiled_cluster_signatures_agree_with_numpy(keys: list[int], other
         assert len(got) == bands
 
 
-def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
-    from detemplate.engine.detectors import clusters
+@needs_fast
+@given(st.lists(st.text(alphabet="htmlbodyiv/-é😀\x00 ", max_size=30), max_size=20))
+def test_the_compiled_path_keys_agree_with_python(paths: list[str]) -> None:
+    blocks = [Block(path, [], i, ()) for i, path in enumerate(paths)]
+    assert compiled.module().path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(path) for path in paths}
+    assert clusters.page_paths(blocks, "blocks") == {clusters.path_key(path) for path in paths}
 
+
+@st.composite
+def _warm_ballots(draw: st.DrawFn) -> tuple[object, ...]:
+    """Arguments of decision.block_decisions_python: one warm page's evidence, with ties."""
+    n = draw(st.integers(min_value=0, max_value=30))
+    chars = draw(st.lists(st.integers(min_value=0, max_value=400), min_size=n, max_size=n))
+    tchars = [draw(st.integers(min_value=0, max_value=c)) for c in chars]
+    shares = st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.6, 0.75, 0.9, 1.0])
+    lists = st.lists(shares, min_size=n, max_size=n)
+    outright = draw(st.none() | st.builds(bytearray, st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    region = draw(st.booleans())
+    nodes = sorted(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))) if region else None
+    first = draw(st.integers(0, 40)) if region else 0
+    end = draw(st.integers(first, 41)) if region else 0
+    novelty, presence, scores = draw(st.none() | lists), draw(st.none() | lists), draw(st.none() | lists)
+    params = [draw(shares) for _ in range(6)]
+    return (chars, tchars, outright, nodes, first, end, novelty, presence, scores, *params)
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(_warm_ballots())
+def test_the_compiled_decision_agrees_with_python(args: tuple[object, ...]) -> None:
+    from detemplate.engine.decision import block_decisions_python
+    from detemplate.engine.model import METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+
+    got = compiled.module().block_decisions(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
+    assert got == block_decisions_python(*args)  # type: ignore[arg-type]
+
+
+def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
 
@@ -270,8 +320,47 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_kernel(object()) is None
 
 
+_SITE_TREE = walk(LexborHTMLParser(make_site("r.example", 2, layout="news")[1].page.html), PARAMS)
+
+
+@needs_fast
+@settings(max_examples=200, deadline=None)
+@given(
+    novel=st.lists(st.integers(min_value=0, max_value=5000), min_size=len(_SITE_TREE.blocks),
+                   max_size=len(_SITE_TREE.blocks)),
+    share=st.floats(min_value=0.0, max_value=1.0),
+)
+def test_the_compiled_content_region_agrees_with_python(novel: list[int], share: float) -> None:
+    tree = _SITE_TREE
+    got = compiled.module().content_region(tree.node_of_block, novel, tree.chars, tree.achars, tree.end, share)
+    assert got == content_region_python(tree, novel, share)
+
+
+def test_the_content_region_is_compiled_when_the_walk_is() -> None:
+    assert (region_kernel() is not None) == (compiled.module() is not None)
+    novel = [sum(seg.length for seg in block.segments) for block in _SITE_TREE.blocks]
+    assert content_region(_SITE_TREE, novel, 0.8) == content_region_python(_SITE_TREE, novel, 0.8) > 0
+
+
+@needs_fast
+def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        @staticmethod
+        def content_region(node_of_block, novel, chars, achars, end, share):  # type: ignore[no-untyped-def]
+            found = mod.content_region(node_of_block, novel, chars, achars, end, share)
+            return found + 1 if share == 0.8 else found  # one share's node off
+
+    assert checked_region(mod) is mod
+    assert checked_region(Off) is None
+    assert checked_region(object()) is None
+    assert checked_region(None) is None
+    assert region_kernel() is mod
+
+
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts"):
+    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 

@@ -108,16 +108,21 @@ class Ballot:
         if tally is None:
             template_keys = self.template_keys
             if template_keys:
-                kernel = compiled.kernel("tally")
-                if kernel is None:
-                    chars_of, tchars_of = tally_python(self.blocks, template_keys)
-                else:
-                    chars_of, tchars_of = kernel(self.blocks, template_keys)
+                chars_of, tchars_of = count_chars(self.blocks, template_keys)
             else:  # no segment of this page is template (always so on a cold host)
                 chars_of = [sum([seg[2] for seg in block[1]]) for block in self.blocks]
                 tchars_of = [0] * len(chars_of)
             tally = self._tally = Tally(chars_of, tchars_of)
         return tally
+
+
+def count_chars(blocks: list[Block], keys: set[int]) -> tuple[list[int], list[int]]:
+    """Each block's chars, and the part of them in segments whose key is among `keys`
+    (compiled where the page walk is: page/_walk.pyx `tally`)."""
+    kernel = compiled.kernel("tally")
+    if kernel is None:
+        return tally_python(blocks, keys)
+    return kernel(blocks, keys)  # type: ignore[no-any-return]
 
 
 def tally_python(blocks: list[Block], template_keys: set[int]) -> tuple[list[int], list[int]]:

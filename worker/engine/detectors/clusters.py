@@ -52,9 +52,13 @@ def page_paths(blocks: Sequence[Block], features: str = "both") -> frozenset[int
         raise ConfigError(f"features must be one of {PAGE_FEATURES}, not {features!r}")
     keys: set[int] = set()
     if features != "segments":
-        cached = _PATH_KEYS.get
-        # `or` also covers a path whose key is 0: path_key gives 0 again.
-        keys = {cached(path) or path_key(path) for path in set(map(_PATH_OF, blocks))}
+        kernel = compiled.kernel("path_keys")  # the same keys, hashed in C (page/_walk.pyx)
+        if kernel is not None:
+            keys = kernel(blocks, xxh3_64_intdigest)
+        else:
+            cached = _PATH_KEYS.get
+            # `or` also covers a path whose key is 0: path_key gives 0 again.
+            keys = {cached(path) or path_key(path) for path in set(map(_PATH_OF, blocks))}
     if features != "blocks":
         keys.update(seg.key for b in blocks for seg in b.segments)
     return frozenset(keys)

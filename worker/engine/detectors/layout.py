@@ -28,12 +28,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser
 
 from ..keys import TAG, TAG_MASK
+from ..page import compiled, walk
 from ..page.tree import PageTree
-from ..params import EngineParams
+from ..params import EngineParams, SegmentParams
 from ..table import HostTable
-from .base import Ballot, SegmentKeys, WalkedPage
+from .base import Ballot, SegmentKeys, WalkedPage, count_chars
 
 _NEW_TEXT_SALT = 0x5BD1E9955BD1E995  # the "new text at this path" key of a layout key
 _CONTAINER_SALT = 0x27D4EB2F165667C5  # the "enclosed the content region" key of a container key
@@ -69,9 +73,34 @@ def _path_keys(path: int) -> tuple[int, int]:
     return got
 
 
+# ... and the containers around their content regions: each container's tagged key, bounded.
+_CONTAINERS: dict[int, int] = {}  # container key -> its tagged "enclosed the content region" key
+
+
+def _container_key(container: int) -> int:
+    got = _CONTAINERS.get(container)
+    if got is None:
+        if len(_CONTAINERS) >= _TAGGED_MAX:
+            _CONTAINERS.clear()
+        got = _CONTAINERS[container] = tagged_key(container, _CONTAINER_SALT)
+    return got
+
+
 def content_region(cues: PageTree, novel: list[int], share: float) -> int:
     """The node of the deepest layout element holding at least `share` of the page's new
-    plain text (the root when the page has none)."""
+    plain text (the root when the page has none).
+
+    Compiled where the page walk is (page/_walk.pyx `content_region`, the same doubles in
+    the same order; probe-checked against `content_region_python`, the reference).
+    """
+    kernel = region_kernel()
+    if kernel is None:
+        return content_region_python(cues, novel, share)
+    return int(kernel.content_region(cues.node_of_block, novel, cues.chars, cues.achars, cues.end, share))
+
+
+def content_region_python(cues: PageTree, novel: list[int], share: float) -> int:
+    """`content_region` in Python (the reference)."""
     n = len(cues.parent)
     weight = [0.0] * n  # each node's new plain text: new characters times the share outside links
     chars = cues.chars
@@ -136,17 +165,12 @@ class Layout:
             novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
             return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
         new_keys = table.missing(segments.keys)
-        novel = []
-        fresh_paths = set()
-        for block, path in zip(page.blocks, paths, strict=True):
-            n = 0
-            if new_keys:
-                for key, _text, length in block[1]:
-                    if key in new_keys:
-                        n += length
-                if n:
-                    fresh_paths.add(path)
-            novel.append(n)
+        if new_keys:
+            novel = count_chars(page.blocks, new_keys)[1]
+            fresh_paths = {path for path, n in zip(paths, novel, strict=True) if n}
+        else:
+            novel = [0] * len(paths)
+            fresh_paths = set()
         seen: dict[int, int] = {}
         fresh: dict[int, int] = {}
         for path in set(paths):
@@ -156,7 +180,7 @@ class Layout:
         while parent[chain[-1]] >= 0:
             chain.append(parent[chain[-1]])
         container = cues.container
-        enclosing = [tagged_key(container[node], _CONTAINER_SALT) for node in chain]
+        enclosing = [_container_key(container[node]) for node in chain]
         keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
         return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table)
 
@@ -184,3 +208,26 @@ class Layout:
 
 
 LAYOUT = Layout()
+
+
+def checked_region(mod: Any) -> Any:
+    """`mod` when its `content_region` gives `content_region_python`'s node on the probe
+    page (page/compiled.py PROBE_PAGE) for several shares of new text, else None."""
+    return compiled.agreeing(mod, ("content_region",), _region_agrees)
+
+
+def _region_agrees(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    chars = [sum([seg[2] for seg in block[1]]) for block in probe.blocks]
+    return all(
+        mod.content_region(probe.node_of_block, novel, probe.chars, probe.achars, probe.end, share)
+        == content_region_python(probe, novel, share)
+        for novel in (chars, [c if i % 3 else 0 for i, c in enumerate(chars)], chars[:-4] + [0] * 4, [0] * len(chars))
+        for share in (0.0, 0.3, 0.5, 0.8, 0.95, 1.0)
+    )
+
+
+def region_kernel() -> Any:
+    """The extension module where its `content_region` is in use, else None; chosen once,
+    on first use, with the page walk."""
+    return compiled.checked(checked_region)

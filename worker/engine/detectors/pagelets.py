@@ -220,19 +220,18 @@ _KEEP = ((1 << 64) - 1) ^ TAG_MASK
 def checked_kernels(mod: Any) -> Any:
     """`mod` when its pagelet functions give `page_sketches_python`'s results on the probe
     page (page/compiled.py PROBE_PAGE, a few parameter sets), else None."""
-    if mod is None or not hasattr(mod, "pagelet_rows") or not hasattr(mod, "sketch_keys1"):
-        return None
-    try:
-        probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
-        for params in (PageletParams(), PageletParams(k=1, sketch_size=8, min_links=0, min_anchor_share=0.0)):
-            python = page_sketches_python(probe, params)
-            if python[0] == 0 or not python[1]:
-                return None  # the probe must exercise them
-            if compiled_sketches(mod, probe, params) != python:
-                return None
-    except Exception:  # a build that does not fit this source
-        return None
-    return mod
+    return compiled.agreeing(mod, ("pagelet_rows", "sketch_keys1"), _sketches_agree)
+
+
+def _sketches_agree(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    for params in (PageletParams(), PageletParams(k=1, sketch_size=8, min_links=0, min_anchor_share=0.0)):
+        python = page_sketches_python(probe, params)
+        if python[0] == 0 or not python[1]:
+            return False  # the probe must exercise them
+        if compiled_sketches(mod, probe, params) != python:
+            return False
+    return True
 
 
 def pagelet_kernels() -> Any:

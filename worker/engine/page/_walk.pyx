@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """The page walk, compiled; with the engine's other per-page loops (the input guards' tag
-scans, the table's update, the clusters' signatures).
+scans, the table's update, the clusters' signatures, and the others page/compiled.py lists),
+each beside a note of its Python reference.
 
 Same walk, step for step, as page/python.py's `walk_python` (which is the reference and
 the fallback): the same blocks, segment keys (keys.segment_key's bytes: path, NUL, text),
@@ -23,7 +24,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
 
@@ -55,6 +56,8 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object s)
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
     bint PyUnicode_IS_ASCII(object s)
+    bint Py_UNICODE_ISSPACE(Py_UCS4 c)
+    object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
     void PyObject_GC_UnTrack(object o)
 
 
@@ -1351,6 +1354,247 @@ def block_verdicts(list blocks, list texts, list chars, list tchars, list templa
         _put(v, 7, role[i])
         verdicts.append(v)
     return verdicts, kept
+
+
+# -- the layout detector's content region -------------------------------------------------------
+
+def content_region(list node_of_block, list novel, list chars, list achars, list end, double share):
+    """detectors/layout.py `content_region_python`: the deepest node whose subtree holds at
+    least `share` of the page's new plain text (the same doubles, summed in the same order)."""
+    cdef Py_ssize_t n = len(end), nb = len(node_of_block), i, node, new, c, found = 0
+    cdef double whole, floor
+    cdef double *acc
+    if len(novel) != nb or len(chars) < n or len(achars) < n:
+        raise ValueError("content_region: the lists differ in length")
+    if n == 0:
+        return 0
+    acc = <double *>calloc(n + 1, sizeof(double))
+    if acc == NULL:
+        raise MemoryError()
+    try:
+        # acc[i + 1] - acc[i]: node i's new characters times the share of its text outside links
+        for i in range(nb):
+            new = novel[i]
+            if new:
+                node = node_of_block[i]
+                c = chars[node]
+                if c:
+                    acc[node + 1] = <double>new * (1.0 - <double>(<Py_ssize_t>achars[node]) / <double>c)
+        for i in range(n):  # prefix sums in document order: a subtree is a contiguous range
+            acc[i + 1] = acc[i] + acc[i + 1]
+        whole = acc[<Py_ssize_t>end[0]] - acc[0]
+        if whole <= 0.0:
+            return 0
+        floor = share * whole
+        for node in range(n - 1, -1, -1):
+            if acc[<Py_ssize_t>end[node]] - acc[node] >= floor:
+                found = node
+                break
+        return found
+    finally:
+        free(acc)
+
+
+# -- a page's segment keys ---------------------------------------------------------------------
+
+def segment_keys(list blocks):
+    """engine/pipeline.py `segment_keys_python`: the page's distinct segment keys, sorted and as a set."""
+    cdef set distinct = set()
+    for block in blocks:
+        for seg in <list>(<tuple>block)[1]:
+            distinct.add((<tuple>seg)[0])
+    return sorted(distinct), distinct
+
+
+# -- the table's new keys --------------------------------------------------------------------
+
+def missing(dict entries, keys):
+    """engine/table.py `HostTable.missing`: the keys `entries` does not hold, as a set."""
+    cdef set out = set()
+    for key in keys:
+        if key not in entries:
+            out.add(key)
+    return out
+
+
+# -- the clusters' page features ---------------------------------------------------------------
+
+def path_keys(blocks, hash64):
+    """detectors/clusters.py `path_key` of each block's DOM path, as a set: XXH3-64 of the
+    path's UTF-8 (by `hash64`, xxhash's function, where XXH3_64bits was not found)."""
+    cdef set out = set()
+    cdef const char *s
+    cdef Py_ssize_t n
+    for block in blocks:
+        s = PyUnicode_AsUTF8AndSize((<tuple>block)[0], &n)
+        if _xxh3 != NULL:
+            out.add(PyLong_FromUnsignedLongLong(_xxh3(s, n)))
+        else:
+            out.add(hash64(PyBytes_FromStringAndSize(s, n)))
+    return out
+
+
+# -- a page's links ---------------------------------------------------------------------------
+
+cdef object _SLOW = object()  # an href the fast forms do not cover: resolved by the caller's function
+
+
+cdef inline bint _starts_http(int kind, const void *data, Py_ssize_t n) noexcept:
+    """Whether the text starts with "http://" or "https://" (lower case, as links.py checks)."""
+    cdef Py_ssize_t i, at = 4
+    cdef const char *head = b"https://"
+    if n < 7:
+        return False
+    for i in range(4):
+        if PyUnicode_READ(kind, <void *>data, i) != <Py_UCS4>head[i]:
+            return False
+    if PyUnicode_READ(kind, <void *>data, 4) == 115:  # "s"
+        at = 5
+    if n < at + 3:
+        return False
+    return PyUnicode_READ(kind, <void *>data, at) == 58 and PyUnicode_READ(kind, <void *>data, at + 1) == 47 \
+        and PyUnicode_READ(kind, <void *>data, at + 2) == 47  # "://"
+
+
+cdef object _fast_href(str href, str origin, str where):
+    """One href's URL as links.py `_resolve_href` gives it, for the common forms: absolute
+    http(s), root-relative and (`where` not None: the base directory has no dot segment)
+    path-relative, none with a dot segment; None for an in-page link; _SLOW for any other."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(href), i, cut, end, query = -1, colon = -1, stop = -1
+    cdef int kind
+    cdef const void *data
+    cdef Py_UCS4 c, first, prev = 0
+    cdef bint dotted
+    if n == 0:
+        return None
+    kind = PyUnicode_KIND(href)
+    data = PyUnicode_DATA(href)
+    first = PyUnicode_READ(kind, <void *>data, 0)
+    if first == 35:  # "#": an in-page link
+        return None
+    if Py_UNICODE_ISSPACE(first) or Py_UNICODE_ISSPACE(PyUnicode_READ(kind, <void *>data, n - 1)):
+        return _SLOW  # stripped first
+    dotted = first == 46  # "."
+    cut = n
+    for i in range(n):
+        c = PyUnicode_READ(kind, <void *>data, i)
+        if c == 35:  # "#": the fragment is cut off (control characters after it change nothing before it)
+            cut = i
+            break
+        if c == 9 or c == 10 or c == 13:
+            return _SLOW  # removed first, as browsers do
+        if c == 63:  # "?"
+            if query < 0:
+                query = i
+                if stop < 0:
+                    stop = i
+        elif c == 47:  # "/"
+            if stop < 0:
+                stop = i
+        elif c == 58:  # ":"
+            if colon < 0:
+                colon = i
+        elif c == 46 and prev == 47 and query < 0:  # "/." before the query
+            dotted = True
+        prev = c
+    # urljoin drops an empty query: a "?" that is the href's first and last character (before "#").
+    end = cut - 1 if query == cut - 1 else cut
+    if _starts_http(kind, data, cut):
+        return href if end == n else PyUnicode_Substring(href, 0, end)
+    if colon >= 0 and (stop < 0 or stop > colon):
+        return _SLOW  # a scheme of its own
+    if first == 47:  # "/"
+        if cut > 1 and PyUnicode_READ(kind, <void *>data, 1) == 47:
+            return _SLOW  # "//": the base's scheme
+        if dotted:
+            return _SLOW
+        return origin + (href if end == n else PyUnicode_Substring(href, 0, end))
+    if first == 63 or dotted or where is None:  # "?": the base's path
+        return _SLOW
+    return where + (href if end == n else PyUnicode_Substring(href, 0, end))
+
+
+def absolute_links(hrefs, str origin, str where, resolve):
+    """engine/links.py `absolute_links_python` for one base: each distinct href's URL, the
+    URLs distinct, in first-seen order. The common forms are resolved here (`_fast_href`),
+    the others by `resolve(href)` (URL or None)."""
+    cdef set seen = set()
+    cdef list out = []
+    for href in dict.fromkeys(hrefs):
+        url = _fast_href(<str>href, origin, where) if type(href) is str else _SLOW
+        if url is _SLOW:
+            url = resolve(href)
+        if url is not None and url not in seen:
+            seen.add(url)
+            out.append(url)
+    return out
+
+
+
+# -- the decision -------------------------------------------------------------------------------
+
+def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_ssize_t first, Py_ssize_t end,
+                    list novelty, list presence, list scores, double max_ratio, double layout_novelty, double layout_presence, double inner,
+                    double outer, double max_removed_share, str by_table, str by_pagelet, str by_pagelevel):
+    """engine/decision.py `block_decisions_python`: a warm host's page, each block's verdict
+    and method (the same comparisons of the same doubles)."""
+    cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0
+    cdef list template = [False] * n, method = [by_table] * n
+    cdef bint has_region = nodes is not None, layout = novelty is not None and presence is not None
+    cdef const unsigned char *out = NULL
+    cdef unsigned char *inside
+    cdef Py_ssize_t *model_inside
+    cdef double s
+    if len(tchars) != n or (has_region and len(nodes) != n) or (layout and (len(novelty) != n or len(presence) != n)) \
+            or (scores is not None and len(scores) != n):
+        raise ValueError("block_decisions: the lists differ in length")
+    if outright is not None:
+        if len(outright) != n:
+            raise ValueError("block_decisions: the lists differ in length")
+        out = <const unsigned char *><char *>outright
+    inside = <unsigned char *>calloc(n + 1, 1)
+    model_inside = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+    if inside == NULL or model_inside == NULL:
+        free(inside)
+        free(model_inside)
+        raise MemoryError()
+    try:
+        if has_region:
+            for i in range(n):
+                node = nodes[i]
+                inside[i] = first <= node < end
+        for i in range(n):
+            t = tchars[i]
+            if inside[i] and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
+                continue  # repetition inside the content region, off the host's layout: content
+            if t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
+                template[i] = True
+            elif out != NULL and out[i] == 1:
+                template[i] = True
+                method[i] = by_pagelet
+        if scores is not None:
+            for i in range(n):
+                if template[i] is True:
+                    continue
+                s = scores[i]
+                if inside[i]:
+                    c = chars[i]
+                    region_chars += c
+                    if s > inner:
+                        model_inside[k] = i
+                        k += 1
+                        region_removed += c
+                elif s > outer:
+                    template[i] = True
+                    method[i] = by_pagelevel
+            if k and <double>region_removed <= max_removed_share * <double>region_chars:
+                for i in range(k):
+                    template[model_inside[i]] = True
+                    method[model_inside[i]] = by_pagelevel
+        return template, method
+    finally:
+        free(inside)
+        free(model_inside)
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------

@@ -14,11 +14,14 @@ same steps over lexbor's tree through lexbor's exported functions. It runs only 
 
 Otherwise the Python walk runs, with the same results. The choice is made once, at first
 use (not at import): `module()` makes it, `status()` says which walk runs and why.
-The extension also holds the engine's other compiled loops (the table's per-page update,
-the tag scans of the input guards, the clusters' signatures, the page-level features,
-the pagelets' cut and min-hash keys, the ballot's tally, the verdict loop); they are used
-exactly when the module is, those with a floating-point or subtle result only after they
-gave their Python reference's result on a probe. Only the default path form ("tag") and
+The extension also holds the engine's other compiled loops (the table's per-page update
+and new keys, the tag scans of the input guards, the page's segment keys, the clusters'
+path keys and signatures, the page-level features, the pagelets' cut and min-hash keys,
+the layout detector's content region, the ballot's tally, the decision's per-block loops,
+the verdict loop, link resolution); they are used exactly when the module is, those with
+a floating-point or subtle result (the features, the pagelets, the content region, the
+links) only after they gave their Python reference's result on a probe (`checked`,
+`agreeing`). Only the default path form ("tag") and
 walks that do not need selectolax node objects back (`--html`) are compiled.
 """
 
@@ -180,6 +183,18 @@ def checked(check: Callable[[Any], Any]) -> Any:
     reference's result on the probe page (or None, and the reference runs); chosen once per
     check, at first use, with the page walk."""
     return check(module())
+
+
+def agreeing(mod: Any, names: tuple[str, ...], agrees: Callable[[Any], bool]) -> Any:
+    """`mod` when it has the functions `names` and `agrees(mod)` (they gave their Python
+    reference's results on a probe), else None; also None when the probe raises (a build
+    that does not fit this source). For the checks `checked` runs."""
+    if mod is None or not all(hasattr(mod, name) for name in names):
+        return None
+    try:
+        return mod if agrees(mod) else None
+    except Exception:
+        return None
 
 
 def status() -> str:
