@@ -391,6 +391,7 @@ class StreamWorker:
         the partitions' next owner, this worker or another, reads on from the committed offsets."""
         app = self.app
         consumer = cast(Consumer, app.consumer)
+        self.metrics.batch_in(len(batch))
 
         def current() -> bool:
             return app.consumer_generation_id == batch.generation and consumer.flow_active
