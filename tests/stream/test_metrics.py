@@ -73,6 +73,8 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
         for ev in outcome.events:
             want_events[ev.type] = want_events.get(ev.type, 0) + 1
     metrics.observe_tables({h: t for h in store.hosts() if (t := store.get(h)) is not None})
+    metrics.batch_in(len(pages) - 3)  # the pages as two batches
+    metrics.batch_in(3)
     metrics.set_consumer_lag(0, 7)
     metrics.set_consumer_lag(3, -2)  # a stale high watermark never shows as negative lag
 
@@ -90,6 +92,8 @@ def test_scrape_matches_what_the_pipeline_did(served: tuple[Metrics, MetricsServ
     assert s[("detemplate_page_latency_seconds_count", ())] == len(pages)
     assert s[("detemplate_page_latency_seconds_bucket", (("le", "+Inf"),))] == len(pages)
     assert s[("detemplate_page_latency_seconds_sum", ())] > 0
+    assert s[("detemplate_batch_records_count", ())] == 2 and s[("detemplate_batch_records_sum", ())] == len(pages)
+    assert s[("detemplate_batch_records_bucket", (("le", "5.0"),))] == 1
     # CPU in decide: some, and (one thread) never more than the wall time it took, give or take the clocks' ticks.
     assert 0 < s[("detemplate_decide_cpu_seconds_total", ())] <= s[("detemplate_page_latency_seconds_sum", ())] + 0.05
     window = last_shares[-10:]

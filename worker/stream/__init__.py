@@ -1,6 +1,7 @@
 """The stream shell: a Faust worker between pages.raw and pages.clean / templates.events / pages.dead.
 
-app.py      the Faust app, topics and the agent (decode -> engine.pipeline.decide -> send)
+app.py      the Faust app, topics and the worker (decode -> engine.pipeline.decide -> send)
+inbox.py    pages.raw records handed from the consumer's fetch to the worker a batch at a time
 commits.py  offset commits that never pass over an unprocessed message
 outputs.py  every output sized before it is sent: lean clean pages, dead letters that fit
 store.py    Faust's RocksDB store, plus what to do with a corrupt partition database

@@ -1,10 +1,11 @@
 """The Faust app: pages.raw -> decide -> pages.clean, templates.events, pages.dead.
 
-One agent (concurrency 1: a host's pages must be decided in input order) reads pages.raw,
-keyed by host. For each message it decodes the JSON record exactly as `detemplate run`
-decodes a JSONL line, calls `detemplate.engine.pipeline.decide` (the offline command's
-decision), and sends the outputs serialised with `detemplate.io.codec`, keyed by host,
-each sized first so that none is over the producer's limit (detemplate.stream.outputs).
+One task (a host's pages must be decided in input order) reads pages.raw, keyed by host, a
+fetch at a time (the consumer hands the records over in batches, without Faust's per-event
+stream: detemplate.stream.inbox). For each message it decodes the JSON record exactly as
+`detemplate run` decodes a JSONL line, calls `detemplate.engine.pipeline.decide` (the offline
+command's decision), and sends the outputs serialised with `detemplate.io.codec`, keyed by
+host, each sized first so that none is over the producer's limit (detemplate.stream.outputs).
 
 State (see detemplate.state.changelog): live `HostTable` objects in memory, backed by a Faust
 table in RocksDB whose changelog gets one delta record per page plus one snapshot per
@@ -36,11 +37,12 @@ import os
 import signal
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import faust
+from faust.transport.consumer import Consumer
 from faust.types import TP
 
 from ..engine.errors import StateError
@@ -53,6 +55,7 @@ from ..settings import StreamSettings
 from ..state.changelog import INDEX_PREFIX, HostState, StateLayout, assemble, host_of, host_prefix, index_key
 from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
 from .commits import Position, Progress, SafeCommitTransport
+from .inbox import Batch, Inbox
 from .metrics import Metrics
 from .outputs import RECORD_OVERHEAD_BYTES, OutputLimits, fit_clean, fit_dead, fit_event, output_key
 from .store import CheckedRocksDBStore, is_corruption, store_url
@@ -65,6 +68,8 @@ MAX_KEY_BYTES = 2048  # room kept for a state record's key beside its value
 INDEX_REFRESH_MS = 60_000  # a host's index entry is rewritten at most this often (and on snapshot pages)
 PARTITION_CACHE_KEYS = 65_536  # output partitions of this many (topic, host) remembered
 STALL_S = 5.0  # a partition behind its end with no message handled for this long is fetched again
+COMMIT_TRIES = 3  # commits tried before a snapshot replaces one whose pages are not committed yet
+YIELD_EVERY = 16  # pages of a batch between two turns given to the event loop (the producer's sender, timers)
 # The producer's batch per partition: many pages each (clean records average about 8 KB;
 # aiokafka's default, 16 KB, held two, and every batch costs its own header, CRC and
 # bookkeeping). Never over the message limit: brokers check a whole batch against it.
@@ -97,7 +102,7 @@ class DetemplateApp(faust.App):
     def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
         self.tansu = tansu  # read when Faust first builds its transport, after __init__
         self.progress = Progress()  # read by the consumer's commits (detemplate.stream.commits)
-        self.ordered_topics: set[str] = set()  # topics read in offset order by the worker (commits.ReadOffsets)
+        self.inbox: Inbox | None = None  # the worker's topics, a fetch at a time (detemplate.stream.inbox)
         super().__init__(*args, **kwargs)
 
     def _new_transport(self) -> Any:
@@ -167,7 +172,7 @@ def expiry_policy(settings: StreamSettings) -> ExpiryPolicy:
 
 
 class StreamWorker:
-    """The agent's logic and the per-host tables of the partitions this worker holds."""
+    """The worker's logic and the per-host tables of the partitions this worker holds."""
 
     def __init__(self, app: DetemplateApp, settings: StreamSettings, params: EngineParams) -> None:
         self.app = app
@@ -205,7 +210,7 @@ class StreamWorker:
             )
 
         self.raw_topic = topic(settings.topic_raw, settings.partitions)
-        app.ordered_topics.add(settings.topic_raw)
+        self.inbox = app.inbox = Inbox({settings.topic_raw})
         self.clean_topic = topic(settings.topic_clean, settings.out_partitions)
         self.events_topic = topic(settings.topic_events, settings.out_partitions)
         self.dead_topic = topic(settings.topic_dead, settings.out_partitions)
@@ -230,7 +235,10 @@ class StreamWorker:
         )
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # mode types handlers narrowly
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # same
-        app.agent(self.raw_topic, name="detemplate.pages", concurrency=1)(self.agent)
+        # pages.raw is subscribed to, but not read through an agent's stream: the consumer hands
+        # its records to the inbox a fetch at a time, and one task decides them in order.
+        app.topics.add(self.raw_topic)
+        app.task(self._take_batches)
         app.timer(2.0)(self._log_stats)
         app.timer(1.0)(self._update_metrics)
         app.timer(1.0)(self._watch_stalls)
@@ -279,6 +287,7 @@ class StreamWorker:
 
     async def _on_revoked(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         self._assigned = False
+        self.inbox.clear()  # fetched in the old generation: read again from the committed offsets
         self.metrics.set_ready(False)
         self._forget()
 
@@ -304,12 +313,10 @@ class StreamWorker:
     async def _watch_stalls(self) -> None:
         """Fetch again a partition that has messages past its position but delivers none.
 
-        Faust drops every fetched record below its own read offset of the partition. When
-        the worker seeks a partition back (a message came past a gap), the rest of the batch
-        Faust is still handing out moves that read offset past the seek again, so the
-        records fetched again from the seek are dropped, and the client's position is at the
-        end once more (measured: positions 80, the worker waiting at 40, for ever). Faust
-        also drops records fetched for a paused partition or an older generation. A later
+        Records fetched and never processed leave a gap: a batch stopped or dropped at a
+        rebalance, records of an older generation (and, before the worker took pages.raw a
+        fetch at a time, the records Faust dropped below its own read offset after a seek
+        back: measured, positions 80, the worker waiting at 40, for ever). A later
         message of the partition shows the gap again, but when none comes, nothing would:
         a restarted worker waited for ever in 2 of 16 runs of the snapshot-window test and
         1 of 2 of the corrupt-state test under load. So a partition behind its end (high
@@ -338,7 +345,7 @@ class StreamWorker:
                 if end is None or end <= 0:
                     continue
                 start = await self._start_offset(tp, int(end))  # the committed offset (the end when none)
-                if not self.progress.started(tp):  # the agent may have started it meanwhile
+                if not self.progress.started(tp):  # the batch task may have started it meanwhile
                     self.progress.start(tp, start)
                     self.start_offset[tp] = start
                 nxt = self.progress.commit_offset(tp)
@@ -372,29 +379,56 @@ class StreamWorker:
         self._logged = replace(self.stats)
         logger.info("stats %s hosts_live=%d", self.stats, len(self.hosts))
 
-    async def agent(self, stream: Any) -> None:
-        async for event in stream.events():
-            msg = event.message
+    async def _take_batches(self) -> None:
+        """The one task that decides pages.raw: a batch at a time from the inbox, in fetch order."""
+        inbox = self.inbox
+        while True:
+            batch = await inbox.get()
             try:
-                stamp = msg.timestamp if msg.timestamp and msg.timestamp > 0 else time.time()
-                await self.handle(msg.key, msg.value, msg.tp, msg.offset, int(stamp * 1000))
+                await self.handle_batch(batch)
+            finally:
+                inbox.done()
+
+    async def handle_batch(self, batch: Batch) -> None:
+        """One fetch's pages.raw records, each partition's in offset order; stopped before the
+        next page when a rebalance began (the consumer's flow stopped, or a new generation):
+        the partitions' next owner, this worker or another, reads on from the committed offsets."""
+        app = self.app
+        consumer = cast(Consumer, app.consumer)
+        self.metrics.batch_in(len(batch))
+
+        def current() -> bool:
+            return app.consumer_generation_id == batch.generation and consumer.flow_active
+
+        await self._start_partitions(batch, current)
+        for n, (tp, rec) in enumerate(batch.items(current), 1):
+            if n % YIELD_EVERY == 0:
+                # A batch runs without waiting (sends go to aiokafka's accumulator): let the
+                # producer's sender, the commit timer and the rest of the loop run between pages.
+                await asyncio.sleep(0)
+            try:
+                stamp_ms = rec.timestamp if rec.timestamp and rec.timestamp > 0 else int(time.time() * 1000)
+                await self.handle(rec.key, rec.value, tp, rec.offset, stamp_ms)
             except Exception as exc:
                 # Bad input never gets here (it is a dead letter), nor does an output too large
-                # to send. Anything else is a bug or a broken setup: Faust would restart the agent
-                # and go on with the next message. Stop the process at once instead, before any
-                # commit: a restarted worker reads the message again.
+                # to send. Anything else is a bug or a broken setup: stop the process at once,
+                # before any commit: a restarted worker reads the message again.
                 if is_corruption(exc):
                     # A damaged block of the partition's RocksDB: move it aside first, so the
                     # restart rebuilds the partition from the changelog instead of failing again.
                     store = self.state.data
                     if isinstance(store, CheckedRocksDBStore):
-                        store.quarantine(msg.tp.partition, f"a read failed: {exc}")
+                        store.quarantine(tp.partition, f"a read failed: {exc}")
                 logger.critical(
                     "partition=%d offset=%d: unexpected error, exiting so that the message is read again",
-                    msg.tp.partition, msg.offset, exc_info=True,
+                    tp.partition, rec.offset, exc_info=True,
                 )
                 logging.shutdown()
                 os._exit(70)
+        # What Faust's stream tells its monitor, whose check for stalled partitions reads it.
+        now = time.monotonic()
+        for tp in batch.records:
+            app.monitor.stream_inbound_time[tp] = now
 
     # -- in order, every message once ------------------------------------------------------
 
@@ -432,6 +466,22 @@ class StreamWorker:
         await self._maybe_sweep(now_ms)
         await self.process(key, value, tp, offset, now_ms)
         progress.done(tp, offset)
+
+    async def _start_partitions(self, batch: Batch, current: Callable[[], bool]) -> None:
+        """Where each partition of the batch new to this assignment starts, asked all at once: each
+        ask of the group coordinator waits behind the fetch the consumer thread has under way (up
+        to a second), so one at a time, as the batch reached each partition, a batch of eight
+        partitions waited up to eight seconds (seen: 40 pages in 2 s)."""
+        firsts = [(tp, recs[0].offset) for tp, recs in batch.records.items() if recs and not self.progress.started(tp)]
+        if not firsts:
+            return
+        starts = await asyncio.gather(*(self._start_offset(tp, offset) for tp, offset in firsts))
+        if not current():  # a rebalance meanwhile: the next assignment asks again
+            return
+        for (tp, _), start in zip(firsts, starts, strict=True):
+            if not self.progress.started(tp):
+                self.progress.start(tp, start)
+                self.start_offset[tp] = start
 
     async def _start_offset(self, tp: TP, offset: int) -> int:
         """Where a partition starts in this assignment: its committed offset, or its first one."""
@@ -604,8 +654,14 @@ class StreamWorker:
         if old_offset is None or self._committed(tp, old_offset):
             return
         if self.settings.commit_before_snapshot:
-            self.stats.forced_commits += 1
-            await self.app.consumer.commit()
+            for _ in range(COMMIT_TRIES):
+                # A commit already under way (the timer's) makes this one wait for it and return
+                # without committing, and that one may have been computed before the page was
+                # done (seen: a batch's pages of another partition first): commit again.
+                self.stats.forced_commits += 1
+                await self.app.consumer.commit()
+                if self._committed(tp, old_offset):
+                    break
         if not self._committed(tp, old_offset):
             # A replay of that page after a crash now finds no snapshot to rebuild it from: it
             # is decided against the current table (`_again`), so it still has an output.
@@ -689,7 +745,7 @@ class StreamWorker:
         sent, or as soon as the last message has left its queue but before it reached
         aiokafka, so the offset commit that follows a flush could overtake the changelog
         record (measured: committed pages missing from the state after SIGKILL under load).
-        Sent here, the record is in aiokafka's accumulator before the agent takes the next
+        Sent here, the record is in aiokafka's accumulator before the worker takes the next
         message, so the flush Faust runs before committing this offset covers it.
         """
         writes = list(writes)

@@ -1,9 +1,9 @@
 """Pages in order, and offset commits that never pass over a page without its output.
 
-Faust can hand the agent a partition's messages out of order around a rebalance: records
-fetched from the old position with the new generation reach the stream before the seek to
-the committed offset takes effect, while an older message fetched before the rebalance is
-skipped for its old generation (never acked). The worker then applied a later page of a
+Faust can hand the worker a partition's messages out of order around a rebalance: records
+fetched from the old position with the new generation arrive before the seek to the
+committed offset takes effect, while an older message fetched before the rebalance is
+skipped for its old generation (never processed). The worker then applied a later page of a
 host before an earlier one, and when the earlier one came again (after the seek) the
 state already covered its offset: it was taken for a replay, found no delta, and was
 acknowledged without an output. Faust also commits straight over a single un-acked
@@ -38,6 +38,7 @@ from typing import Any
 from faust.transport.drivers.aiokafka import Consumer, Transport
 
 from .eager import EagerWaitFirst
+from .inbox import Batch, Inbox
 
 logger = logging.getLogger(__name__)
 
@@ -126,47 +127,50 @@ class Progress:
         """Partitions waiting for a missing offset now."""
         return len(self._waits)
 
-
-class ReadOffsets(dict[Any, Any]):
-    """Faust's per-partition read offsets, except for a partition the worker is seeking back
-    over a gap (`transparent(tp)`: one of its topics read in offset order, waiting for a
-    missing offset), for which Faust has none while it waits.
-
-    Faust drops every fetched record below its read offset of the partition. When the worker
-    seeks a partition back to an offset it has not processed, the rest of the batch Faust is
-    still handing out moves that read offset past the seek again, so the records fetched again
-    are dropped: while new messages kept coming, every seek back was undone, the missing offsets
-    never came, and after HOLD_S they were taken for a hole (pages lost, seen in a rebalance test
-    under load). Without a read offset Faust hands out every record it fetched; `Progress`
-    skips the ones processed already (Position.AGAIN). Only while the partition waits: made
-    transparent for good, Faust also handed out, during a later rebalance's recovery, records
-    it used to drop, and one recovery never completed (1 of 6 rebalance runs)."""
-
-    def __init__(self, transparent: Any) -> None:
-        super().__init__()
-        self._transparent = transparent
-
-    def __getitem__(self, tp: Any) -> Any:
-        return None if self._transparent(tp) else self.get(tp)  # None for a partition never read, as Faust's
-
-    def __setitem__(self, tp: Any, offset: Any) -> None:
-        if self._transparent(tp):
-            self.pop(tp, None)  # nor a stale one after the wait: the next record read sets it again
-        else:
-            super().__setitem__(tp, offset)
+    def partitions(self) -> list[Any]:
+        """The partitions started in this assignment."""
+        return list(self._next)
 
 
 class SafeCommitConsumer(EagerWaitFirst, Consumer):
-    """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position
-    (and whose records are delivered without a task each: detemplate.stream.eager)."""
+    """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position,
+    which hands the records of the worker's ordered topics over a fetch at a time
+    (detemplate.stream.inbox) and delivers the others without a task each (detemplate.stream.eager)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        ordered: set[str] = getattr(self.app, "ordered_topics", set())
+    async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
+        """One fetch: the ordered topics' records to the worker's inbox, the rest to Faust's streams.
+
+        Taken here, before Faust's fetcher loop, those records never meet Faust's read offsets
+        (below which it drops a fetched record: after the worker sought a partition back over a
+        gap, the rest of a batch Faust was still handing out moved that offset past the seek, and
+        the records fetched again were dropped), its flow checks or its acks: `Progress` orders
+        them and the commits follow it."""
+        records = await super()._getmany(active_partitions, timeout)
+        inbox: Inbox | None = getattr(self.app, "inbox", None)
+        if inbox is None or not records:
+            return records
+        mine, rest = inbox.split(records)
+        if mine and self.flow_active:  # else a rebalance: Faust seeks back to the committed offsets
+            await inbox.put(Batch(self.app.consumer_generation_id, mine))
+        return rest
+
+    async def wait_empty(self) -> None:
+        """Faust's wait for every message in processing, and for the worker's page in flight: a
+        revocation stops the worker's batch before its next page (the flow is stopped first)."""
+        inbox: Inbox | None = getattr(self.app, "inbox", None)
+        if inbox is not None:
+            await inbox.wait_idle()
+        await super().wait_empty()
+
+    def _filter_tps_with_pending_acks(self, topics: Any = None) -> Any:
+        """The partitions a commit looks at: those with acks (Faust's), and those the worker
+        processed pages of, which are never acked through Faust."""
+        tps = set(super()._filter_tps_with_pending_acks(topics))
         progress: Progress | None = getattr(self.app, "progress", None)
-        self._read_offset = ReadOffsets(
-            lambda tp: progress is not None and tp.topic in ordered and progress.is_waiting(tp)
-        )
+        if progress is not None:
+            tps.update(tp for tp in progress.partitions()
+                       if topics is None or tp in topics or tp.topic in topics)
+        return iter(tps)
 
     async def start_offset(self, tp: Any) -> int | None:
         """Where `tp` starts for the group: its committed offset, asked of the group coordinator

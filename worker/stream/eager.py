@@ -5,7 +5,9 @@ Faust's consumer hands every fetched record to the streams with
 tasks a record (those two, the service's stopped and crashed events), an `asyncio.wait`
 and three cancellations, when `deliver` almost always finishes without waiting (a
 record put on a stream's queue that has room). Measured in the worker: the largest part
-of Faust's own cost a page. `EagerWaitFirst.wait_first` (the worker's consumer,
+of Faust's own cost a page, when pages went that way; pages.raw now goes to the worker a
+fetch at a time (detemplate.stream.inbox), and the records Faust still delivers (the table's
+changelog while it recovers) keep this. `EagerWaitFirst.wait_first` (the worker's consumer,
 detemplate.stream.commits, has it) first runs the delivery's first step here: when it
 finishes, that is the result, as it would have been a loop iteration later; when it waits,
 the rest of it runs in a task, awaited beside the other arguments exactly as before. What

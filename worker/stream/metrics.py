@@ -84,6 +84,7 @@ PREFIX = "detemplate"
 # Decide time of one page is about 1 ms for a typical page and tens of ms for a large one
 # (docs/measurements.md): buckets from 0.25 ms to 2.5 s.
 LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 
 class Metrics:
@@ -111,6 +112,10 @@ class Metrics:
         self.changelog = Counter(f"{PREFIX}_changelog_records", "state changelog records written", registry=r)
         self.latency = Histogram(
             f"{PREFIX}_page_latency_seconds", "decide time per page", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.batch_records = Histogram(
+            f"{PREFIX}_batch_records", "pages.raw records handed to the worker in one batch (one fetch)",
+            buckets=BATCH_BUCKETS, registry=r,
         )
         self.decide_cpu = Counter(
             f"{PREFIX}_decide_cpu_seconds", "CPU time of the worker's event loop thread in decide", registry=r
@@ -163,6 +168,10 @@ class Metrics:
     def page_in(self, n: int = 1) -> None:
         """Count messages read from pages.raw (every one, dead or not)."""
         self.pages_in.inc(n)
+
+    def batch_in(self, records: int) -> None:
+        """A fetch's pages.raw records handed to the worker as one batch."""
+        self.batch_records.observe(records)
 
     def observe_outcome(self, outcome: Outcome, seconds: float, cpu_seconds: float = 0.0) -> None:
         """A decided page as if all it produced were published: `observe_decision`, then its

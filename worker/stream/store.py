@@ -18,7 +18,7 @@ nothing reads it again), logs it at ERROR, and opens a new empty database in its
 An empty database has no persisted changelog offset, so Faust's recovery reads that
 partition's whole changelog into it, as on a worker with an empty data directory: the
 state comes back as it was, and nothing else changes. A read that fails with a
-corruption error later, while pages flow, is handled by the agent the same way
+corruption error later, while pages flow, is handled by the worker the same way
 (`quarantine`, then exit 70 before any commit; the restart recovers the partition).
 
 The checksum pass costs one sequential read of the partition's database per process

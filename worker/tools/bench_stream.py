@@ -305,12 +305,15 @@ def _main(args: argparse.Namespace) -> int:
         decided = scraped.get("detemplate_page_latency_seconds_count", 0.0)
         engine_ms = 1000 * scraped.get("detemplate_decide_cpu_seconds_total", 0.0) / max(1.0, decided)
         figures["worker_decide_cpu_ms_per_page"] = round(engine_ms, 3)
+        batches = max(1.0, scraped.get("detemplate_batch_records_count", 0.0))
+        figures["worker_records_per_batch"] = round(scraped.get("detemplate_batch_records_sum", 0.0) / batches, 1)
         figures["worker_overhead_cpu_ms_per_page"] = round(worker_cpu_ms - engine_ms, 3)
         figures["worker_minus_offline_cpu_ms_per_page"] = round(worker_cpu_ms - table_figs["offline_cpu_ms_per_page"],
                                                                 3)
         print(f"overhead: decide {engine_ms:.2f} ms CPU a page inside the worker (offline "
               f"{table_figs['offline_decide_cpu_ms_per_page']:.2f}), the rest {worker_cpu_ms - engine_ms:.2f} ms; "
-              f"worker minus offline {figures['worker_minus_offline_cpu_ms_per_page']:.2f} ms", flush=True)
+              f"worker minus offline {figures['worker_minus_offline_cpu_ms_per_page']:.2f} ms; "
+              f"{figures['worker_records_per_batch']:.0f} records a batch on average", flush=True)
 
         state: list[Record] = asyncio.run(consume(broker.bootstrap, settings.topic_state)).records
         deltas = [r for r in state if r.key and record_kind(r.key) == "delta"]

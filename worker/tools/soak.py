@@ -299,7 +299,9 @@ async def _soak(args: argparse.Namespace, settings: StreamSettings, bootstrap: s
                     if f.done() and f.exception() is not None:
                         raise RuntimeError(f"a page could not be produced: {f.exception()!r}")
                 sent = [f for f in sent if not f.done()]
-            batch = await cons.getmany(timeout_ms=200, max_records=20_000)
+            # At most a sample's pages of records at a time: the worker decides pages a fetch at a
+            # time, and the records of several samples' pages can be on the topic at once.
+            batch = await cons.getmany(timeout_ms=200, max_records=min(20_000, every))
             for msgs in batch.values():
                 for m in msgs:
                     log.add(m.key, m.value)

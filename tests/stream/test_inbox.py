@@ -1,0 +1,63 @@
+"""detemplate.stream.inbox: pages.raw records handed over a fetch at a time, in order, stopped at a rebalance."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import namedtuple
+
+from detemplate.stream.inbox import Batch, Inbox
+
+TP = namedtuple("TP", "topic partition")
+Rec = namedtuple("Rec", "offset")
+
+
+def _fetch() -> dict[TP, list[Rec]]:
+    return {
+        TP("pages.raw", 0): [Rec(5), Rec(6), Rec(7)],
+        TP("detemplate.state", 0): [Rec(40)],
+        TP("pages.raw", 1): [Rec(0), Rec(1)],
+    }
+
+
+def test_a_fetch_splits_into_the_ordered_topics_and_the_rest() -> None:
+    mine, rest = Inbox({"pages.raw"}).split(_fetch())
+    assert list(mine) == [TP("pages.raw", 0), TP("pages.raw", 1)]
+    assert list(rest) == [TP("detemplate.state", 0)]  # recovered through Faust's own path
+
+
+def test_a_batch_gives_each_partition_in_offset_order_and_stops_when_it_no_longer_stands() -> None:
+    mine, _ = Inbox({"pages.raw"}).split(_fetch())
+    batch = Batch(3, mine)
+    assert len(batch) == 5
+    seen = [(tp.partition, r.offset) for tp, r in batch.items(lambda: True)]
+    assert seen == [(0, 5), (0, 6), (0, 7), (1, 0), (1, 1)]
+    # A rebalance after the second page: asked before each record, so the third is never handed out.
+    asked: list[int] = []
+
+    def current() -> bool:
+        asked.append(1)
+        return len(asked) <= 2
+
+    assert [r.offset for _, r in batch.items(current)] == [5, 6]
+
+
+def test_one_batch_waits_the_revocation_waits_for_the_one_in_flight_and_drops_the_waiting_one() -> None:
+    async def main() -> None:
+        inbox = Inbox({"pages.raw"})
+        mine, _ = inbox.split(_fetch())
+        await inbox.put(Batch(1, mine))
+        second = asyncio.ensure_future(inbox.put(Batch(1, {TP("pages.raw", 0): [Rec(8)]})))
+        await asyncio.sleep(0)
+        assert not second.done()  # back-pressure: one batch waits, the fetcher waits to hand the next
+        first = await inbox.get()
+        assert len(first) == 5 and inbox.busy
+        await asyncio.wait_for(second, timeout=10)
+        idle = asyncio.ensure_future(inbox.wait_idle())
+        await asyncio.sleep(0)
+        assert not idle.done()  # a page of the first batch is in flight
+        assert inbox.clear() == 1  # the waiting batch is dropped: read again from the committed offsets
+        inbox.done()
+        await asyncio.wait_for(idle, timeout=10)
+        assert not inbox.busy and inbox.clear() == 0
+
+    asyncio.run(main())
