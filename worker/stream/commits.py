@@ -119,10 +119,6 @@ class Progress:
         self._next.clear()
         self._waits.clear()
 
-    def is_waiting(self, tp: Any) -> bool:
-        """Whether `tp` waits for a missing offset (a message past it came)."""
-        return tp in self._waits
-
     def waiting(self) -> int:
         """Partitions waiting for a missing offset now."""
         return len(self._waits)

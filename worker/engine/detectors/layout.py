@@ -27,6 +27,7 @@ own table, and hands them to the decision (engine/decision.py):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
 from typing import Any
 
@@ -58,32 +59,21 @@ def tagged_key(value: int, salt: int = 0) -> int:
     return (x & _KEEP) | TAG
 
 
-# A host's pages repeat their layout paths: each path's tagged keys are kept, bounded.
-_TAGGED: dict[int, tuple[int, int]] = {}  # layout key -> (seen key, new-text key)
+# A host's pages repeat their layout paths and containers: their tagged keys are kept, bounded.
 _TAGGED_MAX = 1 << 16
 _PAGES = tagged_key(_PAGES_KEY)
 
 
+@lru_cache(maxsize=_TAGGED_MAX)
 def _path_keys(path: int) -> tuple[int, int]:
-    got = _TAGGED.get(path)
-    if got is None:
-        if len(_TAGGED) >= _TAGGED_MAX:
-            _TAGGED.clear()
-        got = _TAGGED[path] = (tagged_key(path), tagged_key(path, _NEW_TEXT_SALT))
-    return got
+    """A layout key's (seen key, new-text key)."""
+    return tagged_key(path), tagged_key(path, _NEW_TEXT_SALT)
 
 
-# ... and the containers around their content regions: each container's tagged key, bounded.
-_CONTAINERS: dict[int, int] = {}  # container key -> its tagged "enclosed the content region" key
-
-
+@lru_cache(maxsize=_TAGGED_MAX)
 def _container_key(container: int) -> int:
-    got = _CONTAINERS.get(container)
-    if got is None:
-        if len(_CONTAINERS) >= _TAGGED_MAX:
-            _CONTAINERS.clear()
-        got = _CONTAINERS[container] = tagged_key(container, _CONTAINER_SALT)
-    return got
+    """A container key's tagged "enclosed the content region" key."""
+    return tagged_key(container, _CONTAINER_SALT)
 
 
 def content_region(cues: PageTree, novel: list[int], share: float) -> int:

@@ -245,15 +245,13 @@ def compiled_features(kernel: Any, page: PageTree) -> NDArray[np.float64]:
 def checked_kernel(mod: Any) -> Any:
     """`mod`'s compiled features function when it gives `features`' matrix on the probe
     page (page/compiled.py PROBE_PAGE), else None (then `features` runs)."""
-    kernel = getattr(mod, "page_features", None)
-    if kernel is None:
-        return None
-    try:
-        probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
-        same = compiled_features(kernel, probe).tobytes() == features(probe).tobytes()
-    except Exception:  # a build that does not fit this source: numpy's features run
-        same = False
-    return kernel if same else None
+    agreed = compiled.agreeing(mod, ("page_features",), _features_agree)
+    return None if agreed is None else agreed.page_features
+
+
+def _features_agree(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    return compiled_features(mod.page_features, probe).tobytes() == features(probe).tobytes()
 
 
 def features_kernel() -> Any:
