@@ -12,8 +12,10 @@ from detemplate.engine.decision import (
     ROLE_MAIN,
     ROLE_RELATED,
     ROLE_TEMPLATE,
+    cold_threshold,
     decide_blocks,
     region_nodes,
+    text_level,
 )
 from detemplate.engine.detectors.base import Ballot
 from detemplate.engine.detectors.layout import content_region
@@ -190,3 +192,59 @@ def test_a_duplicate_on_a_young_host_keeps_its_content() -> None:
     decide(RawPage("https://dup.example/a", html, "dup.example"), table, params_off)
     again = decide(RawPage("https://dup.example/b", html, "dup.example"), table, params_off)
     assert again.clean is not None and "Sentence 29 of the article" not in again.clean.text
+
+
+def test_text_level_is_the_score_under_which_a_share_of_the_text_lies() -> None:
+    scores = [0.9, 0.001, 0.05, 0.001]
+    chars = [10, 60, 20, 10]  # by rising score: 0.001 (70 chars), 0.05 (90), 0.9 (100)
+    assert text_level(scores, chars, 0.5) == 0.001
+    assert text_level(scores, chars, 0.7) == 0.001
+    assert text_level(scores, chars, 0.71) == 0.05
+    assert text_level(scores, chars, 0.9) == 0.05
+    assert text_level(scores, chars, 0.95) == 0.9
+    assert text_level(scores, chars, 0.0) == 0.001
+    assert text_level([], [], 0.5) == 0.0
+    assert text_level([0.3, 0.7], [0, 0], 0.5) == 0.0  # no text: no level
+
+
+def _region_ballot(body: str, scores: list[float]) -> tuple[Ballot, list[str]]:
+    """A warm page's ballot whose content region is the content div; all its text new."""
+    html = f"<html><body><div class='content'>{body}</div></body></html>"
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 9, cues, warm=True)
+    ballot.novel = [sum(s.length for s in b.segments) for b in cues.blocks]
+    ballot.novelty = [1.0] * len(cues.blocks)
+    ballot.presence = [1.0] * len(cues.blocks)
+    ballot.region = ([cues.node_of_block[0]], [1.0])  # the content div
+    ballot.scores = np.asarray(scores)
+    return ballot, [" ".join(seg.text for seg in b.segments) for b in cues.blocks]
+
+
+def test_inside_the_region_the_model_removes_only_link_lists_far_above_the_regions_text() -> None:
+    line = "Paragraph {} of the article, written at length for its readers. "
+    prose = "".join(f"<p>{line.format(i) * 3}</p>" for i in range(3))
+    teasers = "<ul><li><a href='/a'>Other story one</a> <a href='/b'>Other story two</a></li></ul>"
+    footnote = "<ol><li>A footnote of this article, in prose, with a source named.</li></ol>"
+    # The article (one block of three paragraphs) scores 1e-4, the two boxes 0.99.
+    ballot, texts = _region_ballot(prose + teasers + footnote, [1e-4, 0.99, 0.99])
+    assert texts[1].startswith("Other story one") and texts[2].startswith("A footnote")
+    # The link list is removed; the footnote, prose, never is by the model; the article stays.
+    assert decide_blocks(ballot, PARAMS).template == [False, True, False]
+    # The same link list on a page whose own text scores high (a documentation page): kept.
+    ballot, _ = _region_ballot(prose + teasers + footnote, [0.2, 0.99, 0.99])
+    assert decide_blocks(ballot, PARAMS).template == [False, False, False]
+    # Without the ratio, the absolute floor alone decides: the link list goes again.
+    absolute = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, inner_ratio=0.0))
+    assert decide_blocks(ballot, absolute).template == [False, True, False]
+
+
+def test_a_first_pages_threshold_follows_its_own_text() -> None:
+    plp = PARAMS.pagelevel
+    chars = [100, 100, 100, 100, 100]
+    # A news article: its text scores 1e-4, so the floor holds.
+    assert cold_threshold(np.asarray([1e-4, 1e-4, 1e-4, 0.03, 0.9]), chars, plp) == plp.cold_floor
+    # A documentation index: all its text scores high, so the threshold rises, up to the ceiling.
+    assert cold_threshold(np.asarray([0.002, 0.003, 0.004, 0.03, 0.9]), chars, plp) == pytest.approx(0.02)
+    assert cold_threshold(np.asarray([0.2, 0.3, 0.4, 0.5, 0.9]), chars, plp) == plp.threshold
+    off = dataclasses.replace(plp, cold_ratio=0.0)
+    assert cold_threshold(np.asarray([0.2, 0.3, 0.4, 0.5, 0.9]), chars, off) == off.threshold

@@ -17,17 +17,29 @@ So, once the host's table has learned something (a warm host):
 3. Inside the region, repetition counts only at the host's layout paths (a path that
    had new text on fewer than `region.layout_novelty` of the pages that had it, and is on
    at least `region.layout_presence` of the host's pages: a "Next/Previous" bar, a
-   copyright line inside the content element). The model may turn
-   a block the table keeps into template above `pagelevel.inner_threshold`, unless it
-   would remove more than `pagelevel.max_removed_share` of the region's text (a page
-   whose content is links: an index, a member list).
+   copyright line inside the content element). The model may turn a link list the table
+   keeps (a block with at least half of its text in links: a teaser box, a tag cloud) into
+   template when its templateness is far above that of the region's own text:
+   above `pagelevel.inner_ratio` times the region's *text level* (the templateness under
+   which `pagelevel.inner_quantile` of the region's kept text lies, by characters), and
+   above `pagelevel.inner_threshold`; unless it would remove more than
+   `pagelevel.max_removed_share` of the region's text (a page whose content is links: an
+   index, a member list).
 
 On a host's first page (a cold host: the table has nothing to compare with), and on a
 young host's page with no text new to the host (a duplicate of an earlier page, whose content
-the few pages counted cannot tell from the template), the page-level model decides alone, at
-`pagelevel.threshold`, unless it would remove more than
-`pagelevel.cold_max_removed_share` of the page's text. Without the model, a cold page
-is kept whole. The block with the page's most plain text is never template by the model.
+the few pages counted cannot tell from the template), the page-level model decides alone:
+a block is template above `pagelevel.cold_ratio` times the page's text level (at
+`pagelevel.cold_quantile`), kept between `pagelevel.cold_floor` and `pagelevel.threshold`;
+unless that would remove more than `pagelevel.cold_max_removed_share` of the page's text.
+Without the model, a cold page is kept whole. The block with the page's most plain text is
+never template by the model.
+
+Why a text level: the model's scores are calibrated on a crawl, not on the page at hand.
+The same templateness (0.05, say) is a docstring on a documentation site, whose text all
+scores high, and a photo caption on a news site, whose article scores a thousand times
+lower. Read against the page's own text, a score says how unlike the page's content a
+block is (docs/region.md, "The model against the page's own text").
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), or, for text
@@ -41,13 +53,16 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
 from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
-from .params import EngineParams
+from .params import EngineParams, PageLevelParams
 
 ROLE_MAIN = "main"
 ROLE_TEMPLATE = "template"
@@ -107,19 +122,22 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
     plp = params.pagelevel
     if decided_cold(ballot, params):
-        return _cold(ballot, scores, chars, plp.threshold, plp.cold_max_removed_share, roles)
+        return _cold(ballot, scores, chars, plp, roles)
     cues = ballot.cues
     rp = params.region
     if rp.enabled and cues is not None and ballot.region is not None:
         first, end = region_nodes(ballot, rp.container_share)
         nodes: list[int] | None = cues.node_of_block
+        node_chars, node_achars = cues.chars, cues.achars
     else:
         first = end = 0
         nodes = None  # no block is inside a content region
+        node_chars = node_achars = []
     args = (
-        chars, tally.template_chars, ballot.outright, nodes, first, end, ballot.novelty, ballot.presence, scores,
+        chars, tally.template_chars, ballot.outright, nodes, node_chars, node_achars, first, end, ballot.novelty,
+        ballot.presence, scores,
         params.table.template_ratio, rp.layout_novelty, rp.layout_presence, plp.inner_threshold,
-        plp.outer_threshold, plp.max_removed_share,
+        plp.outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.inner_quantile,
     )
     kernel = compiled.kernel("block_decisions")
     if kernel is None:
@@ -134,6 +152,8 @@ def block_decisions_python(
     tchars: list[int],
     outright: bytearray | None,
     nodes: list[int] | None,
+    node_chars: list[int],
+    node_achars: list[int],
     first: int,
     end: int,
     novelty: list[float] | None,
@@ -145,12 +165,16 @@ def block_decisions_python(
     inner: float,
     outer: float,
     max_removed_share: float,
+    inner_ratio: float,
+    inner_quantile: float,
 ) -> tuple[list[bool], list[str]]:
     """A warm host's page: each block's verdict and method (`decide_blocks`' steps 2 and 3;
-    a block is inside the content region when `nodes`, its node, is in [first, end)).
-    The reference for page/_walk.pyx `block_decisions`."""
+    a block is inside the content region when `nodes`, its node, is in [first, end); the model
+    removes there only link lists: blocks whose node has at least half of its text
+    (`node_chars`) in links (`node_achars`)). The reference for page/_walk.pyx `block_decisions`."""
     n = len(chars)
     inside = [first <= node < end for node in nodes] if nodes is not None else [False] * n
+    links = [2 * node_achars[node] >= node_chars[node] for node in nodes] if nodes is not None else [False] * n
     template = [False] * n
     method = [METHOD_TABLE] * n
     for i in range(n):
@@ -170,6 +194,11 @@ def block_decisions_python(
             template[i] = True
             method[i] = METHOD_PAGELET
     if scores is not None:
+        if inner_ratio > 0.0:
+            kept = [i for i in range(n) if inside[i] and not template[i]]
+            if kept:
+                level = text_level([scores[i] for i in kept], [chars[i] for i in kept], inner_quantile)
+                inner = max(inner, inner_ratio * level)
         region_chars = 0
         region_removed = 0
         model_inside: list[int] = []
@@ -179,7 +208,7 @@ def block_decisions_python(
             s = scores[i]
             if inside[i]:
                 region_chars += chars[i]
-                if s > inner:
+                if s > inner and links[i]:
                     model_inside.append(i)
                     region_removed += chars[i]
             elif s > outer:
@@ -192,16 +221,43 @@ def block_decisions_python(
     return template, method
 
 
+def text_level(scores: Sequence[float], chars: Sequence[int], quantile: float) -> float:
+    """The templateness under which `quantile` of the text lies: the score of the block at
+    which the blocks' characters, taken by rising score, reach `quantile` of their sum (0.0
+    without text). The reference for the compiled decision's level (page/_walk.pyx `_level`)."""
+    n = len(scores)
+    if n == 0:
+        return 0.0
+    s = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(s, kind="stable")
+    reached = np.cumsum(np.asarray(chars, dtype=np.int64)[order])
+    total = int(reached[-1])
+    if total <= 0:
+        return 0.0
+    at = int(np.searchsorted(reached, quantile * total, side="left"))
+    return float(s[order[min(at, n - 1)]])
+
+
+def cold_threshold(scores: Sequence[float], chars: Sequence[int], plp: PageLevelParams) -> float:
+    """The templateness above which the model alone calls a block template: `threshold`, or,
+    with `cold_ratio`, that ratio of the page's text level kept in [`cold_floor`, `threshold`]."""
+    if plp.cold_ratio <= 0.0:
+        return plp.threshold
+    level = text_level(scores, chars, plp.cold_quantile)
+    return min(plp.threshold, max(plp.cold_floor, plp.cold_ratio * level))
+
+
 def _cold(
-    ballot: Ballot, scores: list[float] | None, chars: list[int], threshold: float, guard: float, roles: bool
+    ballot: Ballot, scores: list[float] | None, chars: list[int], plp: PageLevelParams, roles: bool
 ) -> BlockDecisions:
     """A host's first page: the page-level model alone, or the page whole without it."""
     n = len(chars)
     if scores is None:
         return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
+    threshold = cold_threshold(ballot.scores, chars, plp)  # the array: its level is numpy's work
     template = [s > threshold for s in scores]
     removed = sum([c for c, t in zip(chars, template, strict=True) if t])
-    if removed > guard * sum(chars):
+    if removed > plp.cold_max_removed_share * sum(chars):
         template = [False] * n
     method = [METHOD_PAGELEVEL] * n
     return BlockDecisions(template, method, _roles(ballot, template, method, warm=False) if roles else [])

@@ -194,12 +194,18 @@ class PageLevelParams:
     max_host_pages: the model runs on a host's pages up to this page number; later pages
         are decided without it. 0 runs it on every page.
     threshold: on a host's first page (nothing learned yet), a block is template when its
-        templateness is above this.
+        templateness is above this (with `cold_ratio`: at most this).
+    cold_ratio, cold_quantile, cold_floor: on a host's first page, the threshold relative to
+        the page's own text: `cold_ratio` times the page's text level, the templateness
+        under which `cold_quantile` of the page's text lies (by characters), kept between
+        `cold_floor` and `threshold`. 0 for `cold_ratio`: `threshold` alone.
     inner_threshold: later, inside the page's content region, the model turns a block the
         table keeps into template (a page-specific box: related links, comments) when its
-        templateness is above this (1.0, the chosen default: never; inside the region only
-        the table's evidence at the host's layout paths removes text).
-    outer_threshold: the same outside the content region.
+        templateness is above this, and above `inner_ratio` times the region's text level
+        (the templateness under which `inner_quantile` of the region's kept text lies, by
+        characters): only a block the model finds far more template-like than the region's
+        own text. 0 for `inner_ratio`: `inner_threshold` alone.
+    outer_threshold: the same outside the content region (without a ratio).
     max_removed_share: the model is ignored inside the content region of a page where it
         would remove more than this share of the region's text (a page whose content is
         links, such as an index).
@@ -217,8 +223,13 @@ class PageLevelParams:
 
     enabled: bool = True
     max_host_pages: int = 0
-    threshold: float = 0.01
-    inner_threshold: float = 1.0
+    threshold: float = 0.05
+    cold_ratio: float = 10.0
+    cold_quantile: float = 0.2
+    cold_floor: float = 0.01
+    inner_threshold: float = 0.03
+    inner_ratio: float = 1000.0
+    inner_quantile: float = 0.7
     outer_threshold: float = 0.1
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
@@ -231,9 +242,15 @@ class PageLevelParams:
     def __post_init__(self) -> None:
         if self.weighting not in ("unit", "log", "sqrt", "chars"):
             raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
-        for name in ("threshold", "inner_threshold", "outer_threshold", "max_removed_share", "cold_max_removed_share"):
+        for name in (
+            "threshold", "cold_quantile", "cold_floor", "inner_threshold", "inner_quantile", "outer_threshold",
+            "max_removed_share", "cold_max_removed_share",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"pagelevel.{name} must be in [0, 1]")
+        for name in ("cold_ratio", "inner_ratio"):
+            if not 0.0 <= getattr(self, name) < float("inf"):
+                raise ConfigError(f"pagelevel.{name} must be a finite number >= 0")
         if self.smoothing < 0.0:
             raise ConfigError("smoothing must not be negative")
         if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:

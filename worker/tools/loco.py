@@ -42,19 +42,23 @@ from ..engine.pipeline import decide_with_ballot
 from ..engine.table import HostTable
 
 # What the host's table learns differs with these: one engine run per value.
-EVIDENCE: dict[str, tuple[float, ...]] = {"region.share": (0.5, 0.6, 0.7)}
-# A host's first page: the page-level model alone.
+EVIDENCE: dict[str, tuple[float, ...]] = {"region.share": (0.5, 0.6)}
+# A host's first page: the page-level model alone, its threshold relative to the page's text.
 COLD_GRID: dict[str, tuple[float, ...]] = {
-    "pagelevel.threshold": (0.005, 0.01, 0.02, 0.05),
+    "pagelevel.threshold": (0.005, 0.01, 0.02, 0.05, 0.1),
     "pagelevel.cold_max_removed_share": (0.8, 0.95),
+    "pagelevel.cold_ratio": (0.0, 3.0, 10.0, 30.0),
+    "pagelevel.cold_quantile": (0.2, 0.3, 0.5),
 }
 # The other pages.
 WARM_GRID: dict[str, tuple[float, ...]] = {
-    "region.layout_novelty": (0.1, 0.3, 0.5),
+    "region.layout_novelty": (0.3, 0.5),
     "region.layout_presence": (0.5, 0.7),
-    "region.container_share": (0.3, 0.5, 0.7),
-    "pagelevel.inner_threshold": (0.95, 1.0),
-    "pagelevel.outer_threshold": (0.1, 0.15, 0.3),
+    "region.container_share": (0.5, 0.7),
+    "pagelevel.inner_threshold": (0.01, 0.03, 0.1, 1.0),
+    "pagelevel.inner_ratio": (0.0, 100.0, 300.0, 1000.0),
+    "pagelevel.inner_quantile": (0.7, 0.8, 0.9),
+    "pagelevel.outer_threshold": (0.1, 0.15),
     "pagelevel.max_removed_share": (0.5, 0.8),
 }
 

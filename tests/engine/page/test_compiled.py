@@ -268,11 +268,17 @@ def _warm_ballots(draw: st.DrawFn) -> tuple[object, ...]:
     outright = draw(st.none() | st.builds(bytearray, st.lists(st.integers(0, 1), min_size=n, max_size=n)))
     region = draw(st.booleans())
     nodes = sorted(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))) if region else None
+    node_chars = draw(st.lists(st.integers(0, 400), min_size=41, max_size=41)) if region else []
+    node_achars = [draw(st.integers(0, c)) for c in node_chars]
     first = draw(st.integers(0, 40)) if region else 0
     end = draw(st.integers(first, 41)) if region else 0
     novelty, presence, scores = draw(st.none() | lists), draw(st.none() | lists), draw(st.none() | lists)
     params = [draw(shares) for _ in range(6)]
-    return (chars, tchars, outright, nodes, first, end, novelty, presence, scores, *params)
+    inner_ratio = draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 300.0]))
+    return (
+        chars, tchars, outright, nodes, node_chars, node_achars, first, end, novelty, presence, scores, *params,
+        inner_ratio, draw(shares),
+    )
 
 
 @needs_fast

@@ -24,7 +24,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy
 
 
@@ -1533,9 +1533,38 @@ def absolute_links(hrefs, str origin, str where, resolve):
 
 # -- the decision -------------------------------------------------------------------------------
 
-def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_ssize_t first, Py_ssize_t end,
-                    list novelty, list presence, list scores, double max_ratio, double layout_novelty, double layout_presence, double inner,
-                    double outer, double max_removed_share, str by_table, str by_pagelet, str by_pagelevel):
+cdef struct _Scored:
+    double score
+    Py_ssize_t chars
+
+
+cdef int _by_score(const void *a, const void *b) noexcept nogil:
+    cdef double x = (<const _Scored *>a).score, y = (<const _Scored *>b).score
+    return (x > y) - (x < y)
+
+
+cdef double _level(_Scored *items, Py_ssize_t k, double quantile) noexcept nogil:
+    """engine/decision.py `text_level`: the score at which the items' chars, by rising
+    score, reach `quantile` of their sum (0.0 without chars). Sorts `items`."""
+    cdef Py_ssize_t i, total = 0, reached = 0
+    cdef double at
+    for i in range(k):
+        total += items[i].chars
+    if k == 0 or total <= 0:
+        return 0.0
+    qsort(items, k, sizeof(_Scored), _by_score)
+    at = quantile * <double>total
+    for i in range(k):
+        reached += items[i].chars
+        if <double>reached >= at:
+            return items[i].score
+    return items[k - 1].score
+
+
+def block_decisions(list chars, list tchars, bytearray outright, list nodes, list node_chars, list node_achars,
+                    Py_ssize_t first, Py_ssize_t end, list novelty, list presence, list scores, double max_ratio,
+                    double layout_novelty, double layout_presence, double inner, double outer, double max_removed_share,
+                    double inner_ratio, double inner_quantile, str by_table, str by_pagelet, str by_pagelevel):
     """engine/decision.py `block_decisions_python`: a warm host's page, each block's verdict
     and method (the same comparisons of the same doubles)."""
     cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0
@@ -1544,9 +1573,10 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_
     cdef const unsigned char *out = NULL
     cdef unsigned char *inside
     cdef Py_ssize_t *model_inside
-    cdef double s
-    if len(tchars) != n or (has_region and len(nodes) != n) or (layout and (len(novelty) != n or len(presence) != n)) \
-            or (scores is not None and len(scores) != n):
+    cdef _Scored *kept
+    cdef double s, level
+    if len(tchars) != n or (has_region and (len(nodes) != n or len(node_achars) != len(node_chars))) \
+            or (layout and (len(novelty) != n or len(presence) != n)) or (scores is not None and len(scores) != n):
         raise ValueError("block_decisions: the lists differ in length")
     if outright is not None:
         if len(outright) != n:
@@ -1554,15 +1584,18 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_
         out = <const unsigned char *><char *>outright
     inside = <unsigned char *>calloc(n + 1, 1)
     model_inside = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
-    if inside == NULL or model_inside == NULL:
+    kept = <_Scored *>malloc((n + 1) * sizeof(_Scored))
+    if inside == NULL or model_inside == NULL or kept == NULL:
         free(inside)
         free(model_inside)
+        free(kept)
         raise MemoryError()
     try:
         if has_region:
             for i in range(n):
                 node = nodes[i]
-                inside[i] = first <= node < end
+                if first <= node < end:  # 2 inside, a link list (half its text in links); 1 inside
+                    inside[i] = 2 if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node] else 1
         for i in range(n):
             t = tchars[i]
             if inside[i] and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
@@ -1573,6 +1606,17 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_
                 template[i] = True
                 method[i] = by_pagelet
         if scores is not None:
+            if inner_ratio > 0.0:  # the region's text level: its kept text's templateness
+                for i in range(n):
+                    if inside[i] and template[i] is False:
+                        kept[k].score = scores[i]
+                        kept[k].chars = chars[i]
+                        k += 1
+                if k:
+                    level = inner_ratio * _level(kept, k, inner_quantile)
+                    if level > inner:
+                        inner = level
+                k = 0
             for i in range(n):
                 if template[i] is True:
                     continue
@@ -1580,7 +1624,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_
                 if inside[i]:
                     c = chars[i]
                     region_chars += c
-                    if s > inner:
+                    if s > inner and inside[i] == 2:
                         model_inside[k] = i
                         k += 1
                         region_removed += c
@@ -1595,6 +1639,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, Py_
     finally:
         free(inside)
         free(model_inside)
+        free(kept)
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
