@@ -196,8 +196,8 @@ def block_decisions_python(
     if scores is not None:
         if inner_ratio > 0.0:
             kept = [i for i in range(n) if inside[i] and not template[i]]
-            if kept:
-                level = text_level([scores[i] for i in kept], [chars[i] for i in kept], inner_quantile)
+            if any(links[i] and scores[i] > inner for i in kept):  # else the level changes nothing
+                level = text_level_python([scores[i] for i in kept], [chars[i] for i in kept], inner_quantile)
                 inner = max(inner, inner_ratio * level)
         region_chars = 0
         region_removed = 0
@@ -221,10 +221,19 @@ def block_decisions_python(
     return template, method
 
 
-def text_level(scores: Sequence[float], chars: Sequence[int], quantile: float) -> float:
+def text_level(scores: Sequence[float], chars: list[int], quantile: float) -> float:
     """The templateness under which `quantile` of the text lies: the score of the block at
     which the blocks' characters, taken by rising score, reach `quantile` of their sum (0.0
-    without text). The reference for the compiled decision's level (page/_walk.pyx `_level`)."""
+    without text). Compiled where the page walk is (page/_walk.pyx `text_level`, which the
+    compiled decision uses too); `text_level_python` is the reference."""
+    kernel = compiled.kernel("text_level")
+    if kernel is None:
+        return text_level_python(scores, chars, quantile)
+    return float(kernel(scores, chars, quantile))
+
+
+def text_level_python(scores: Sequence[float], chars: Sequence[int], quantile: float) -> float:
+    """`text_level` in Python (numpy)."""
     n = len(scores)
     if n == 0:
         return 0.0
@@ -238,7 +247,7 @@ def text_level(scores: Sequence[float], chars: Sequence[int], quantile: float) -
     return float(s[order[min(at, n - 1)]])
 
 
-def cold_threshold(scores: Sequence[float], chars: Sequence[int], plp: PageLevelParams) -> float:
+def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelParams) -> float:
     """The templateness above which the model alone calls a block template: `threshold`, or,
     with `cold_ratio`, that ratio of the page's text level kept in [`cold_floor`, `threshold`]."""
     if plp.cold_ratio <= 0.0:
@@ -254,7 +263,7 @@ def _cold(
     n = len(chars)
     if scores is None:
         return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
-    threshold = cold_threshold(ballot.scores, chars, plp)  # the array: its level is numpy's work
+    threshold = cold_threshold(scores, chars, plp)
     template = [s > threshold for s in scores]
     removed = sum([c for c, t in zip(chars, template, strict=True) if t])
     if removed > plp.cold_max_removed_share * sum(chars):

@@ -292,6 +292,19 @@ def test_the_compiled_decision_agrees_with_python(args: tuple[object, ...]) -> N
     assert got == block_decisions_python(*args)  # type: ignore[arg-type]
 
 
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from([0.0, 1e-4, 0.01, 0.5, 0.99, 1.0]), st.integers(0, 300)), max_size=30),
+    st.sampled_from([0.0, 0.2, 0.5, 0.7, 1.0]),
+)
+def test_the_compiled_text_level_agrees_with_python(blocks: list[tuple[float, int]], quantile: float) -> None:
+    from detemplate.engine.decision import text_level_python
+
+    scores, chars = [b[0] for b in blocks], [b[1] for b in blocks]
+    assert compiled.module().text_level(scores, chars, quantile) == text_level_python(scores, chars, quantile)
+
+
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
@@ -366,7 +379,7 @@ def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys"):
+    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys", "text_level"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
 
 

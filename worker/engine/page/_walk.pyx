@@ -1561,22 +1561,46 @@ cdef double _level(_Scored *items, Py_ssize_t k, double quantile) noexcept nogil
     return items[k - 1].score
 
 
+def text_level(scores, list chars, double quantile):
+    """engine/decision.py `text_level` (the reference): `scores` a float64 array or a list."""
+    cdef Py_ssize_t n = len(chars), i
+    cdef _Scored *items
+    cdef double level
+    if len(scores) != n:
+        raise ValueError("text_level: the lists differ in length")
+    if n == 0:
+        return 0.0
+    items = <_Scored *>malloc(n * sizeof(_Scored))
+    if items == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            items[i].score = scores[i]
+            items[i].chars = chars[i]
+        level = _level(items, n, quantile)
+    finally:
+        free(items)
+    return level
+
+
 def block_decisions(list chars, list tchars, bytearray outright, list nodes, list node_chars, list node_achars,
                     Py_ssize_t first, Py_ssize_t end, list novelty, list presence, list scores, double max_ratio,
                     double layout_novelty, double layout_presence, double inner, double outer, double max_removed_share,
                     double inner_ratio, double inner_quantile, str by_table, str by_pagelet, str by_pagelevel):
     """engine/decision.py `block_decisions_python`: a warm host's page, each block's verdict
     and method (the same comparisons of the same doubles)."""
-    cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0
+    cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0, kept_n = 0
     cdef list template = [False] * n, method = [by_table] * n
     cdef bint has_region = nodes is not None, layout = novelty is not None and presence is not None
+    cdef bint has_scores = scores is not None, leveled = has_scores and inner_ratio > 0.0, wanted = False
     cdef const unsigned char *out = NULL
     cdef unsigned char *inside
     cdef Py_ssize_t *model_inside
     cdef _Scored *kept
+    cdef double *sc
     cdef double s, level
     if len(tchars) != n or (has_region and (len(nodes) != n or len(node_achars) != len(node_chars))) \
-            or (layout and (len(novelty) != n or len(presence) != n)) or (scores is not None and len(scores) != n):
+            or (layout and (len(novelty) != n or len(presence) != n)) or (has_scores and len(scores) != n):
         raise ValueError("block_decisions: the lists differ in length")
     if outright is not None:
         if len(outright) != n:
@@ -1585,10 +1609,12 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
     inside = <unsigned char *>calloc(n + 1, 1)
     model_inside = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
     kept = <_Scored *>malloc((n + 1) * sizeof(_Scored))
-    if inside == NULL or model_inside == NULL or kept == NULL:
+    sc = <double *>malloc((n + 1) * sizeof(double))
+    if inside == NULL or model_inside == NULL or kept == NULL or sc == NULL:
         free(inside)
         free(model_inside)
         free(kept)
+        free(sc)
         raise MemoryError()
     try:
         if has_region:
@@ -1596,31 +1622,35 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                 node = nodes[i]
                 if first <= node < end:  # 2 inside, a link list (half its text in links); 1 inside
                     inside[i] = 2 if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node] else 1
+        if has_scores:
+            for i in range(n):
+                sc[i] = scores[i]
         for i in range(n):
             t = tchars[i]
             if inside[i] and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
-                continue  # repetition inside the content region, off the host's layout: content
-            if t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
+                pass  # repetition inside the content region, off the host's layout: content
+            elif t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
                 template[i] = True
+                continue
             elif out != NULL and out[i] == 1:
                 template[i] = True
                 method[i] = by_pagelet
-        if scores is not None:
-            if inner_ratio > 0.0:  # the region's text level: its kept text's templateness
-                for i in range(n):
-                    if inside[i] and template[i] is False:
-                        kept[k].score = scores[i]
-                        kept[k].chars = chars[i]
-                        k += 1
-                if k:
-                    level = inner_ratio * _level(kept, k, inner_quantile)
-                    if level > inner:
-                        inner = level
-                k = 0
+                continue
+            if leveled and inside[i]:  # kept inside the region: its text level counts it
+                kept[kept_n].score = sc[i]
+                kept[kept_n].chars = chars[i]
+                kept_n += 1
+                if inside[i] == 2 and sc[i] > inner:
+                    wanted = True  # a link list the level may let go: only then is the level needed
+        if has_scores:
+            if wanted:
+                level = inner_ratio * _level(kept, kept_n, inner_quantile)
+                if level > inner:
+                    inner = level
             for i in range(n):
                 if template[i] is True:
                     continue
-                s = scores[i]
+                s = sc[i]
                 if inside[i]:
                     c = chars[i]
                     region_chars += c
@@ -1640,6 +1670,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
         free(inside)
         free(model_inside)
         free(kept)
+        free(sc)
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------
