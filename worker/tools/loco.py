@@ -19,8 +19,8 @@ How (docs/measurements.md says the same, with the figures):
    cold parameters and the (evidence, warm) parameters that maximise the mean F1 of the
    other corpora. The held-out corpus is then scored with them.
 
-The shipped defaults are the choice made on all corpora; `choose_all` reports it, and a
-test holds engine/params.py to it.
+The shipped defaults are the choice made on all corpora: `detemplate eval --loco` prints
+it last ("Chosen on all N corpora"), and engine/params.py holds those values.
 """
 
 from __future__ import annotations
