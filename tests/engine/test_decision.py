@@ -248,3 +248,19 @@ def test_a_first_pages_threshold_follows_its_own_text() -> None:
     assert cold_threshold(np.asarray([0.2, 0.3, 0.4, 0.5, 0.9]), chars, plp) == plp.threshold
     off = dataclasses.replace(plp, cold_ratio=0.0)
     assert cold_threshold(np.asarray([0.2, 0.3, 0.4, 0.5, 0.9]), chars, off) == off.threshold
+
+
+def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_whole() -> None:
+    # One long table of like rows, the model's scores a little over the floor everywhere: it has
+    # misread the page. A raised threshold would leave some rows and drop the others; the guard
+    # reads the model at its floor and keeps the page whole.
+    rows = "".join(f"<tr><td>cell {j:03d} of the table</td></tr>" for j in range(40))
+    cues = walk(parse(f"<html><body><table>{rows}</table></body></html>", PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 1, cues)
+    ballot.scores = np.asarray([0.02 if i % 2 else 0.2 for i in range(len(cues.blocks))])
+    assert cold_threshold(ballot.scores.tolist(), ballot.tally().chars, PARAMS.pagelevel) == PARAMS.pagelevel.threshold
+    decided = decide_blocks(ballot, PARAMS)
+    assert not any(decided.template)
+    # Below the guard, the raised threshold decides: the rows at 0.2 go, those at 0.02 stay.
+    ballot.scores = np.asarray([0.001 if i < 4 else (0.02 if i % 2 else 0.2) for i in range(len(cues.blocks))])
+    assert sum(decide_blocks(ballot, PARAMS).template) == sum(1 for s in ballot.scores if s > 0.05)

@@ -263,11 +263,15 @@ def _cold(
     n = len(chars)
     if scores is None:
         return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
-    threshold = cold_threshold(scores, chars, plp)
-    template = [s > threshold for s in scores]
-    removed = sum([c for c, t in zip(chars, template, strict=True) if t])
+    # The guard reads the model at its lowest threshold: a model that would remove nearly all
+    # of a page there has misread the page, whatever a higher threshold would leave of it.
+    floor = min(plp.threshold, plp.cold_floor) if plp.cold_ratio > 0.0 else plp.threshold
+    removed = sum([c for c, s in zip(chars, scores, strict=True) if s > floor])
     if removed > plp.cold_max_removed_share * sum(chars):
         template = [False] * n
+    else:
+        threshold = cold_threshold(scores, chars, plp)
+        template = [s > threshold for s in scores]
     method = [METHOD_PAGELEVEL] * n
     return BlockDecisions(template, method, _roles(ballot, template, method, warm=False) if roles else [])
 
