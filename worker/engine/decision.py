@@ -31,7 +31,8 @@ young host's page with no text new to the host (a duplicate of an earlier page, 
 the few pages counted cannot tell from the template), the page-level model decides alone:
 a block is template above `pagelevel.cold_ratio` times the page's text level (at
 `pagelevel.cold_quantile`), kept between `pagelevel.cold_floor` and `pagelevel.threshold`;
-unless that would remove more than `pagelevel.cold_max_removed_share` of the page's text.
+unless at `cold_floor` it would remove more than `pagelevel.cold_max_removed_share` of the
+page's text (then it has misread the page, which stays whole).
 Without the model, a cold page is kept whole. The block with the page's most plain text is
 never template by the model.
 

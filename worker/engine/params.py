@@ -209,7 +209,8 @@ class PageLevelParams:
     max_removed_share: the model is ignored inside the content region of a page where it
         would remove more than this share of the region's text (a page whose content is
         links, such as an index).
-    cold_max_removed_share: the same on a host's first page, over all its text.
+    cold_max_removed_share: the same on a host's first page, over all its text, with the
+        model read at its lowest threshold (`cold_floor` with a ratio, else `threshold`).
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
         (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
