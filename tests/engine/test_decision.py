@@ -264,3 +264,32 @@ def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_w
     # Below the guard, the raised threshold decides: the rows at 0.2 go, those at 0.02 stay.
     ballot.scores = np.asarray([0.001 if i < 4 else (0.02 if i % 2 else 0.2) for i in range(len(cues.blocks))])
     assert sum(decide_blocks(ballot, PARAMS).template) == sum(1 for s in ballot.scores if s > 0.05)
+
+
+def test_outside_the_region_new_prose_as_content_like_as_the_regions_text_stays() -> None:
+    # A narrow region (one section of a documentation page) and, beside it, another section
+    # of new prose and a new link list; the model scores both 0.3, over outer_threshold.
+    html = (
+        "<html><body><div class='doc'><section class='a'><p>" + "The first section explains the API at length. " * 8
+        + "</p></section><section class='b'><p>" + "The second section says more of its own. " * 4
+        + "</p></section><ul><li><a href='/x'>Another page</a> <a href='/y'>And one more</a></li></ul></div>"
+        "</body></html>"
+    )
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 9, cues, warm=True)
+    ballot.novel = [sum(s.length for s in b.segments) for b in cues.blocks]  # all new to the host
+    ballot.novelty = [1.0] * len(cues.blocks)
+    ballot.presence = [1.0] * len(cues.blocks)
+    ballot.region = ([cues.node_of_block[0]], [1.0])  # the first section alone
+    texts = [" ".join(seg.text for seg in b.segments) for b in cues.blocks]
+    assert texts[1].startswith("The second section") and texts[2].startswith("Another page")
+    # The region's own text scores 0.1: the second section (0.3) is within 10 times that.
+    ballot.scores = np.asarray([0.1, 0.3, 0.3])
+    assert decide_blocks(ballot, PARAMS).template == [False, False, True]  # the link list still goes
+    # A news page: the region's text scores 0.001, so the same 0.3 is far above it.
+    ballot.scores = np.asarray([0.001, 0.3, 0.3])
+    assert decide_blocks(ballot, PARAMS).template == [False, True, True]
+    # Text the host has seen before is not protected.
+    ballot.scores = np.asarray([0.1, 0.3, 0.3])
+    ballot.novel = [ballot.novel[0], 0, ballot.novel[2]]
+    assert decide_blocks(ballot, PARAMS).template == [False, True, True]

@@ -21,7 +21,7 @@ So, once the host's table has learned something (a warm host):
    keeps (a block with at least half of its text in links: a teaser box, a tag cloud) into
    template when its templateness is far above that of the region's own text:
    above `pagelevel.inner_ratio` times the region's *text level* (the templateness under
-   which `pagelevel.inner_quantile` of the region's kept text lies, by characters), and
+   which `pagelevel.region_quantile` of the region's kept text lies, by characters), and
    above `pagelevel.inner_threshold`; unless it would remove more than
    `pagelevel.max_removed_share` of the region's text (a page whose content is links: an
    index, a member list).
@@ -135,10 +135,10 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         nodes = None  # no block is inside a content region
         node_chars = node_achars = []
     args = (
-        chars, tally.template_chars, ballot.outright, nodes, node_chars, node_achars, first, end, ballot.novelty,
-        ballot.presence, scores,
+        chars, tally.template_chars, ballot.outright, nodes, node_chars, node_achars, ballot.novel, first, end,
+        ballot.novelty, ballot.presence, scores,
         params.table.template_ratio, rp.layout_novelty, rp.layout_presence, plp.inner_threshold,
-        plp.outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.inner_quantile,
+        plp.outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.outer_ratio, plp.region_quantile,
     )
     kernel = compiled.kernel("block_decisions")
     if kernel is None:
@@ -155,6 +155,7 @@ def block_decisions_python(
     nodes: list[int] | None,
     node_chars: list[int],
     node_achars: list[int],
+    novel: list[int] | None,
     first: int,
     end: int,
     novelty: list[float] | None,
@@ -167,15 +168,21 @@ def block_decisions_python(
     outer: float,
     max_removed_share: float,
     inner_ratio: float,
-    inner_quantile: float,
+    outer_ratio: float,
+    region_quantile: float,
 ) -> tuple[list[bool], list[str]]:
     """A warm host's page: each block's verdict and method (`decide_blocks`' steps 2 and 3;
-    a block is inside the content region when `nodes`, its node, is in [first, end); the model
-    removes there only link lists: blocks whose node has at least half of its text
-    (`node_chars`) in links (`node_achars`)). The reference for page/_walk.pyx `block_decisions`."""
+    a block is inside the content region when `nodes`, its node, is in [first, end); a block
+    is a link list when its node has at least half of its text (`node_chars`) in links
+    (`node_achars`), and new when at least half of its characters are new to the host
+    (`novel`)). The reference for page/_walk.pyx `block_decisions`."""
     n = len(chars)
     inside = [first <= node < end for node in nodes] if nodes is not None else [False] * n
     links = [2 * node_achars[node] >= node_chars[node] for node in nodes] if nodes is not None else [False] * n
+    prose = (  # new prose: page-specific text, not a link list
+        [2 * new >= c and not link for new, c, link in zip(novel, chars, links, strict=True)]
+        if nodes is not None and novel is not None else [False] * n
+    )
     template = [False] * n
     method = [METHOD_TABLE] * n
     for i in range(n):
@@ -195,11 +202,17 @@ def block_decisions_python(
             template[i] = True
             method[i] = METHOD_PAGELET
     if scores is not None:
-        if inner_ratio > 0.0:
-            kept = [i for i in range(n) if inside[i] and not template[i]]
-            if any(links[i] and scores[i] > inner for i in kept):  # else the level changes nothing
-                level = text_level_python([scores[i] for i in kept], [chars[i] for i in kept], inner_quantile)
+        keep_below = 0.0  # new prose outside the region scoring up to this stays
+        kept = [i for i in range(n) if inside[i] and not template[i]]
+        wanted = (inner_ratio > 0.0 and any(links[i] and scores[i] > inner for i in kept)) or (
+            outer_ratio > 0.0 and any(prose[i] and not inside[i] and not template[i] and scores[i] > outer
+                                      for i in range(n))
+        )
+        if wanted:  # else the region's text level changes nothing
+            level = text_level_python([scores[i] for i in kept], [chars[i] for i in kept], region_quantile)
+            if inner_ratio > 0.0:
                 inner = max(inner, inner_ratio * level)
+            keep_below = outer_ratio * level
         region_chars = 0
         region_removed = 0
         model_inside: list[int] = []
@@ -212,7 +225,7 @@ def block_decisions_python(
                 if s > inner and links[i]:
                     model_inside.append(i)
                     region_removed += chars[i]
-            elif s > outer:
+            elif s > outer and not (prose[i] and s <= keep_below):
                 template[i] = True
                 method[i] = METHOD_PAGELEVEL
         if model_inside and region_removed <= max_removed_share * region_chars:

@@ -202,10 +202,16 @@ class PageLevelParams:
     inner_threshold: later, inside the page's content region, the model turns a block the
         table keeps into template (a page-specific box: related links, comments) when its
         templateness is above this, and above `inner_ratio` times the region's text level
-        (the templateness under which `inner_quantile` of the region's kept text lies, by
+        (the templateness under which `region_quantile` of the region's kept text lies, by
         characters): only a block the model finds far more template-like than the region's
         own text. 0 for `inner_ratio`: `inner_threshold` alone.
-    outer_threshold: the same outside the content region (without a ratio).
+    outer_threshold: the same outside the content region; there, with `outer_ratio`, a block
+        of new prose (at least half of its characters new to the host, less than half of its
+        text in links) scoring no more than `outer_ratio` times the region's text level stays:
+        page-specific text the model finds as content-like as the region's own (a section, a
+        class's description beside a narrow region). 0 for `outer_ratio`: none stays.
+    region_quantile: the region's text level is the templateness under which this share of
+        its kept text lies (for `inner_ratio` and `outer_ratio`).
     max_removed_share: the model is ignored inside the content region of a page where it
         would remove more than this share of the region's text (a page whose content is
         links, such as an index).
@@ -230,8 +236,9 @@ class PageLevelParams:
     cold_floor: float = 0.01
     inner_threshold: float = 0.03
     inner_ratio: float = 1000.0
-    inner_quantile: float = 0.7
+    region_quantile: float = 0.7
     outer_threshold: float = 0.1
+    outer_ratio: float = 10.0
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
     smoothing: float = 0.0
@@ -244,12 +251,12 @@ class PageLevelParams:
         if self.weighting not in ("unit", "log", "sqrt", "chars"):
             raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
         for name in (
-            "threshold", "cold_quantile", "cold_floor", "inner_threshold", "inner_quantile", "outer_threshold",
+            "threshold", "cold_quantile", "cold_floor", "inner_threshold", "region_quantile", "outer_threshold",
             "max_removed_share", "cold_max_removed_share",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"pagelevel.{name} must be in [0, 1]")
-        for name in ("cold_ratio", "inner_ratio"):
+        for name in ("cold_ratio", "inner_ratio", "outer_ratio"):
             if not 0.0 <= getattr(self, name) < float("inf"):
                 raise ConfigError(f"pagelevel.{name} must be a finite number >= 0")
         if self.smoothing < 0.0:

@@ -273,11 +273,12 @@ def _warm_ballots(draw: st.DrawFn) -> tuple[object, ...]:
     first = draw(st.integers(0, 40)) if region else 0
     end = draw(st.integers(first, 41)) if region else 0
     novelty, presence, scores = draw(st.none() | lists), draw(st.none() | lists), draw(st.none() | lists)
+    novel = draw(st.none() | st.just([draw(st.integers(min_value=0, max_value=c)) for c in chars]))
     params = [draw(shares) for _ in range(6)]
-    inner_ratio = draw(st.sampled_from([0.0, 0.5, 1.0, 3.0, 300.0]))
+    ratios = st.sampled_from([0.0, 0.5, 1.0, 3.0, 300.0])
     return (
-        chars, tchars, outright, nodes, node_chars, node_achars, first, end, novelty, presence, scores, *params,
-        inner_ratio, draw(shares),
+        chars, tchars, outright, nodes, node_chars, node_achars, novel, first, end, novelty, presence, scores,
+        *params, draw(ratios), draw(ratios), draw(shares),
     )
 
 

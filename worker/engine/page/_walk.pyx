@@ -1533,6 +1533,12 @@ def absolute_links(hrefs, str origin, str where, resolve):
 
 # -- the decision -------------------------------------------------------------------------------
 
+cdef enum:  # what block_decisions knows of a block
+    _INSIDE = 1  # inside the content region
+    _LINKS = 2  # a link list: at least half of its node's text in links
+    _PROSE = 4  # new prose: not a link list, at least half of its characters new to the host
+
+
 cdef struct _Scored:
     double score
     Py_ssize_t chars
@@ -1584,34 +1590,37 @@ def text_level(scores, list chars, double quantile):
 
 
 def block_decisions(list chars, list tchars, bytearray outright, list nodes, list node_chars, list node_achars,
-                    Py_ssize_t first, Py_ssize_t end, list novelty, list presence, list scores, double max_ratio,
-                    double layout_novelty, double layout_presence, double inner, double outer, double max_removed_share,
-                    double inner_ratio, double inner_quantile, str by_table, str by_pagelet, str by_pagelevel):
+                    list novel, Py_ssize_t first, Py_ssize_t end, list novelty, list presence, list scores,
+                    double max_ratio, double layout_novelty, double layout_presence, double inner, double outer,
+                    double max_removed_share, double inner_ratio, double outer_ratio, double region_quantile,
+                    str by_table, str by_pagelet, str by_pagelevel):
     """engine/decision.py `block_decisions_python`: a warm host's page, each block's verdict
     and method (the same comparisons of the same doubles)."""
     cdef Py_ssize_t n = len(chars), i, node, c, t, region_chars = 0, region_removed = 0, k = 0, kept_n = 0
     cdef list template = [False] * n, method = [by_table] * n
     cdef bint has_region = nodes is not None, layout = novelty is not None and presence is not None
-    cdef bint has_scores = scores is not None, leveled = has_scores and inner_ratio > 0.0, wanted = False
+    cdef bint has_scores = scores is not None, has_novel = has_region and novel is not None
+    cdef bint leveled = has_scores and (inner_ratio > 0.0 or outer_ratio > 0.0), wanted = False
     cdef const unsigned char *out = NULL
-    cdef unsigned char *inside
+    cdef unsigned char *kind  # per block: _INSIDE, _LINKS, _PROSE bits
     cdef Py_ssize_t *model_inside
     cdef _Scored *kept
     cdef double *sc
-    cdef double s, level
+    cdef double s, level, keep_below = 0.0
     if len(tchars) != n or (has_region and (len(nodes) != n or len(node_achars) != len(node_chars))) \
-            or (layout and (len(novelty) != n or len(presence) != n)) or (has_scores and len(scores) != n):
+            or (has_novel and len(novel) != n) or (layout and (len(novelty) != n or len(presence) != n)) \
+            or (has_scores and len(scores) != n):
         raise ValueError("block_decisions: the lists differ in length")
     if outright is not None:
         if len(outright) != n:
             raise ValueError("block_decisions: the lists differ in length")
         out = <const unsigned char *><char *>outright
-    inside = <unsigned char *>calloc(n + 1, 1)
+    kind = <unsigned char *>calloc(n + 1, 1)
     model_inside = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
     kept = <_Scored *>malloc((n + 1) * sizeof(_Scored))
     sc = <double *>malloc((n + 1) * sizeof(double))
-    if inside == NULL or model_inside == NULL or kept == NULL or sc == NULL:
-        free(inside)
+    if kind == NULL or model_inside == NULL or kept == NULL or sc == NULL:
+        free(kind)
         free(model_inside)
         free(kept)
         free(sc)
@@ -1620,14 +1629,18 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
         if has_region:
             for i in range(n):
                 node = nodes[i]
-                if first <= node < end:  # 2 inside, a link list (half its text in links); 1 inside
-                    inside[i] = 2 if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node] else 1
+                if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node]:
+                    kind[i] = _LINKS
+                elif has_novel and 2 * <Py_ssize_t>novel[i] >= <Py_ssize_t>chars[i]:
+                    kind[i] = _PROSE  # new prose: page-specific text, not a link list
+                if first <= node < end:
+                    kind[i] |= _INSIDE
         if has_scores:
             for i in range(n):
                 sc[i] = scores[i]
         for i in range(n):
             t = tchars[i]
-            if inside[i] and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
+            if kind[i] & _INSIDE and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
                 pass  # repetition inside the content region, off the host's layout: content
             elif t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
                 template[i] = True
@@ -1636,29 +1649,34 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                 template[i] = True
                 method[i] = by_pagelet
                 continue
-            if leveled and inside[i]:  # kept inside the region: its text level counts it
+            if not leveled:
+                continue
+            if kind[i] & _INSIDE:  # kept inside the region: its text level counts it
                 kept[kept_n].score = sc[i]
                 kept[kept_n].chars = chars[i]
                 kept_n += 1
-                if inside[i] == 2 and sc[i] > inner:
-                    wanted = True  # a link list the level may let go: only then is the level needed
+                if inner_ratio > 0.0 and kind[i] & _LINKS and sc[i] > inner:
+                    wanted = True  # a link list the level may let go
+            elif outer_ratio > 0.0 and kind[i] & _PROSE and sc[i] > outer:
+                wanted = True  # new prose outside the region the level may keep
         if has_scores:
-            if wanted:
-                level = inner_ratio * _level(kept, kept_n, inner_quantile)
-                if level > inner:
-                    inner = level
+            if wanted:  # else the region's text level changes nothing
+                level = _level(kept, kept_n, region_quantile)
+                if inner_ratio > 0.0 and inner_ratio * level > inner:
+                    inner = inner_ratio * level
+                keep_below = outer_ratio * level
             for i in range(n):
                 if template[i] is True:
                     continue
                 s = sc[i]
-                if inside[i]:
+                if kind[i] & _INSIDE:
                     c = chars[i]
                     region_chars += c
-                    if s > inner and inside[i] == 2:
+                    if s > inner and kind[i] & _LINKS:
                         model_inside[k] = i
                         k += 1
                         region_removed += c
-                elif s > outer:
+                elif s > outer and not (kind[i] & _PROSE and s <= keep_below):
                     template[i] = True
                     method[i] = by_pagelevel
             if k and <double>region_removed <= max_removed_share * <double>region_chars:
@@ -1667,7 +1685,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                     method[model_inside[i]] = by_pagelevel
         return template, method
     finally:
-        free(inside)
+        free(kind)
         free(model_inside)
         free(kept)
         free(sc)
