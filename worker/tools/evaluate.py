@@ -817,7 +817,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help=(
             "also report each corpus's leave-one-corpus-out F1: the decision's measured parameters "
-            "chosen on the other corpora (tools/loco.py; replays a grid over recorded ballots, minutes)"
+            "chosen on the other corpora (tools/loco.py; replays a grid over recorded ballots, about half a minute)"
         ),
     )
     parser.add_argument(
