@@ -1568,7 +1568,8 @@ cdef double _level(_Scored *items, Py_ssize_t k, double quantile) noexcept nogil
 
 
 def text_level(scores, list chars, double quantile):
-    """engine/decision.py `text_level` (the reference): `scores` a float64 array or a list."""
+    """engine/decision.py `text_level`, compiled (`text_level_python` is the reference):
+    `scores` a float64 array or a list."""
     cdef Py_ssize_t n = len(chars), i
     cdef _Scored *items
     cdef double level
@@ -1629,6 +1630,8 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
         if has_region:
             for i in range(n):
                 node = nodes[i]
+                if node < 0 or node >= len(node_chars):  # the lists are read unchecked below
+                    raise ValueError("block_decisions: a block's node is not in the node lists")
                 if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node]:
                     kind[i] = _LINKS
                 elif has_novel and 2 * <Py_ssize_t>novel[i] >= <Py_ssize_t>chars[i]:
