@@ -208,14 +208,15 @@ def test_text_level_is_the_score_under_which_a_share_of_the_text_lies() -> None:
 
 
 def _region_ballot(body: str, scores: list[float]) -> tuple[Ballot, list[str]]:
-    """A warm page's ballot whose content region is the content div; all its text new."""
+    """A warm page's ballot whose content region is the first block's element (the content
+    div, when its text comes first); all its text new."""
     html = f"<html><body><div class='content'>{body}</div></body></html>"
     cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
     ballot = Ballot(PARAMS, cues.blocks, 9, cues, warm=True)
     ballot.novel = [sum(s.length for s in b.segments) for b in cues.blocks]
     ballot.novelty = [1.0] * len(cues.blocks)
     ballot.presence = [1.0] * len(cues.blocks)
-    ballot.region = ([cues.node_of_block[0]], [1.0])  # the content div
+    ballot.region = ([cues.node_of_block[0]], [1.0])
     ballot.scores = np.asarray(scores)
     return ballot, [" ".join(seg.text for seg in b.segments) for b in cues.blocks]
 
@@ -269,22 +270,15 @@ def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_w
 def test_outside_the_region_new_prose_as_content_like_as_the_regions_text_stays() -> None:
     # A narrow region (one section of a documentation page) and, beside it, another section
     # of new prose and a new link list; the model scores both 0.3, over outer_threshold.
-    html = (
-        "<html><body><div class='doc'><section class='a'><p>" + "The first section explains the API at length. " * 8
+    body = (
+        "<section class='a'><p>" + "The first section explains the API at length. " * 8
         + "</p></section><section class='b'><p>" + "The second section says more of its own. " * 4
-        + "</p></section><ul><li><a href='/x'>Another page</a> <a href='/y'>And one more</a></li></ul></div>"
-        "</body></html>"
+        + "</p></section><ul><li><a href='/x'>Another page</a> <a href='/y'>And one more</a></li></ul>"
     )
-    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
-    ballot = Ballot(PARAMS, cues.blocks, 9, cues, warm=True)
-    ballot.novel = [sum(s.length for s in b.segments) for b in cues.blocks]  # all new to the host
-    ballot.novelty = [1.0] * len(cues.blocks)
-    ballot.presence = [1.0] * len(cues.blocks)
-    ballot.region = ([cues.node_of_block[0]], [1.0])  # the first section alone
-    texts = [" ".join(seg.text for seg in b.segments) for b in cues.blocks]
+    # The region is the first block's element: the first section alone; all text new to the host.
+    ballot, texts = _region_ballot(body, [0.1, 0.3, 0.3])
     assert texts[1].startswith("The second section") and texts[2].startswith("Another page")
     # The region's own text scores 0.1: the second section (0.3) is within 10 times that.
-    ballot.scores = np.asarray([0.1, 0.3, 0.3])
     assert decide_blocks(ballot, PARAMS).template == [False, False, True]  # the link list still goes
     # A news page: the region's text scores 0.001, so the same 0.3 is far above it.
     ballot.scores = np.asarray([0.001, 0.3, 0.3])

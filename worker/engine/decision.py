@@ -261,13 +261,21 @@ def text_level_python(scores: Sequence[float], chars: Sequence[int], quantile: f
     return float(s[order[min(at, n - 1)]])
 
 
+def cold_bounds(plp: PageLevelParams) -> tuple[float, float]:
+    """The lowest and highest threshold of the model alone: [`cold_floor`, `threshold`] with
+    `cold_ratio`, else `threshold` both."""
+    if plp.cold_ratio <= 0.0:
+        return plp.threshold, plp.threshold
+    return min(plp.threshold, plp.cold_floor), plp.threshold
+
+
 def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelParams) -> float:
     """The templateness above which the model alone calls a block template: `threshold`, or,
-    with `cold_ratio`, that ratio of the page's text level kept in [`cold_floor`, `threshold`]."""
-    if plp.cold_ratio <= 0.0:
-        return plp.threshold
-    level = text_level(scores, chars, plp.cold_quantile)
-    return min(plp.threshold, max(plp.cold_floor, plp.cold_ratio * level))
+    with `cold_ratio`, that ratio of the page's text level kept in `cold_bounds`."""
+    floor, ceiling = cold_bounds(plp)
+    if floor == ceiling:
+        return ceiling
+    return min(ceiling, max(floor, plp.cold_ratio * text_level(scores, chars, plp.cold_quantile)))
 
 
 def _cold(
@@ -279,7 +287,7 @@ def _cold(
         return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
     # The guard reads the model at its lowest threshold: a model that would remove nearly all
     # of a page there has misread the page, whatever a higher threshold would leave of it.
-    floor = min(plp.threshold, plp.cold_floor) if plp.cold_ratio > 0.0 else plp.threshold
+    floor = cold_bounds(plp)[0]
     removed = sum([c for c, s in zip(chars, scores, strict=True) if s > floor])
     if removed > plp.cold_max_removed_share * sum(chars):
         template = [False] * n
