@@ -78,6 +78,31 @@ def test_n_jobs_write_the_bytes_of_one(crawl: Path, tmp_path: Path, fmt: str) ->
     assert outputs[3] == outputs[1]
 
 
+def test_lines_routed_undecoded_or_decoded_give_the_bytes_of_one_job(crawl: Path, tmp_path: Path) -> None:
+    # The parent hands a line that starts with "url" and "host" over undecoded and decodes
+    # the others itself: records of either shape, and one naming its host twice, differently.
+    shaped = tmp_path / "shaped.jsonl"
+    lines = []
+    for n, line in enumerate(crawl.read_bytes().splitlines()):
+        if n % 3 == 1 and line.startswith(b'{"url"'):
+            record = json.loads(line)
+            line = json.dumps({"html": record.pop("html"), **record}).encode()  # "html" first
+        lines.append(line)
+    lines.insert(20, b'{"url": "https://site1.example/x", "host": "site1.example", "html": "<p>x</p>", '
+                     b'"host": "site2.example"}')
+    shaped.write_bytes(b"\n".join(lines) + b"\n")
+    assert sum(line.startswith(b'{"html"') for line in lines) >= 15
+    outputs = {}
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"out-{jobs}.jsonl"
+        run([shaped], out, "--jobs", str(jobs))
+        outputs[jobs] = out.read_bytes()
+    assert outputs[2] == outputs[1] and outputs[3] == outputs[1]
+    records = [json.loads(line) for line in outputs[1].splitlines()]
+    assert [r["error"] for r in records if "error" in r] == ["bad_json", "bad_record"]
+    assert records[20]["error"] == "bad_record" and "twice" in records[20]["detail"]
+
+
 def test_wet_has_one_warcinfo_and_the_bytes_of_one_job(crawl: Path, tmp_path: Path) -> None:
     # WET's records carry the run's start: both runs are given the same one.
     options = OutputOptions(started=datetime(2024, 5, 1, tzinfo=UTC))

@@ -4,7 +4,10 @@ Every page is decided with its own host's table only, so hosts are independent. 
 reads the input once with the run's reader, numbers every item (its `seq`, the position in
 the input) and hands each of N jobs, in batches through a bounded queue, the items whose
 host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the reader, which
-has no reliable host, goes to job 0). A job decides its items in input order with the same
+has no reliable host, goes to job 0). A JSONL line that starts with its "url" and "host"
+is handed over undecoded (io/sources.py `Undecoded`), routed by the host those fields
+name, and decoded by its job: the parent, a process beside the N, only inflates, splits
+and routes such input. A job decides its items in input order with the same
 `run_pages` one job runs (handed in: `JobSpec.decide`). `JobSpec.feed=False` has every job
 read the whole input itself instead (slower: docs/parallel.md measures both).
 
@@ -60,7 +63,7 @@ from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
-from .io.sources import iter_inputs
+from .io.sources import Undecoded, decode_record, iter_inputs
 from .state.base import SegmentStore
 from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
@@ -86,7 +89,7 @@ _BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many charact
 _QUEUE_BATCHES = 64
 
 
-Batch = list[tuple[int, RawPage | DeadPage]]  # items of one job with their place in the input
+Batch = list[tuple[int, RawPage | DeadPage | Undecoded]]  # items of one job with their place in the input
 
 
 class JobFailedError(DetemplateError):
@@ -266,13 +269,20 @@ def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterato
             _waited[0] += time.perf_counter() - started
             if batch is None:
                 return
-            yield from batch
+            for seq, item in batch:
+                if isinstance(item, Undecoded):
+                    page = decode_record(item.line, item.source)
+                    if isinstance(page, RawPage) and page.host != item.host:  # decode_record rules this out
+                        raise RuntimeError(f"{item.source}: routed by host {item.host!r}, decoded as {page.host!r}")
+                    yield seq, page
+                else:
+                    yield seq, item
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
         if _owner(item, spec.jobs) == index:
             yield seq, item
 
 
-def _owner(item: RawPage | DeadPage, jobs: int) -> int:
+def _owner(item: RawPage | DeadPage | Undecoded, jobs: int) -> int:
     """The job of an item: its host's; a dead item of the reader (no reliable host) goes to job 0."""
     return 0 if isinstance(item, DeadPage) else job_of(item.host, jobs)
 
@@ -440,10 +450,13 @@ class _Jobs:
         spec = self.spec
         batches: list[Batch] = [[] for _ in range(spec.jobs)]
         chars = [0] * spec.jobs
-        for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+        for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
             owner = _owner(item, spec.jobs)
             batches[owner].append((seq, item))
-            chars[owner] += len(item.html) if isinstance(item, RawPage) else 0
+            if isinstance(item, Undecoded):
+                chars[owner] += len(item.line)
+            elif isinstance(item, RawPage):
+                chars[owner] += len(item.html)
             if len(batches[owner]) >= _BATCH_ITEMS or chars[owner] >= _BATCH_CHARS:
                 self._put(owner, batches[owner])
                 batches[owner] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
-from detemplate.io.sources import decode_html, estimate_total, iter_inputs
+from detemplate.io.sources import Undecoded, decode_html, decode_record, estimate_total, iter_inputs, route_host
 
 from tests.factories import make_page, make_site, write_jsonl
 from tests.io.archives import warc_record, write_warc
@@ -95,6 +95,43 @@ def test_jsonl_bad_lines_are_dead_and_reading_goes_on(tmp_path: Path) -> None:
         "10",
         "11",
     ]
+
+
+def test_a_record_that_names_url_or_host_twice_differently_is_bad() -> None:
+    # `run --jobs` routes a line by its first "url" and "host"; a decoder keeps the last.
+    for line in (
+        b'{"url": "https://a.example/1", "host": "a.example", "html": "<p>x</p>", "host": "b.example"}',
+        b'{"url": "https://a.example/1", "host": "a.example", "html": "<p>x</p>", "url": "https://b.example/"}',
+    ):
+        dead = decode_record(line, "f:1")
+        assert isinstance(dead, DeadPage) and dead.reason == "bad_record" and "twice" in dead.detail
+    same = b'{"url": "https://a.example/1", "host": "a.example", "html": "<p>x</p>", "host": "a.example"}'
+    assert isinstance(decode_record(same, "f:1"), RawPage)
+
+
+def test_undecoded_lines_carry_the_host_their_record_decodes_to(tmp_path: Path) -> None:
+    lines = [
+        b'{"url": "https://A.example/1", "host": "A.Example", "html": "<p>one</p>"}',  # routed
+        b'{"url":"https://a.example/\\u0032","host":"a.example","html":"<p>two</p>"}',  # escapes, no spaces
+        b'{"html": "<p>three</p>", "url": "https://c.example/3", "host": "c.example"}',  # other order: decoded
+        b'{"url": "https://d.example/4", "html": "<p>four</p>"}',  # no host field: decoded
+        b'{"url": "https://a.example/5", "host": "a.example", "html": 5}',  # routed; a dead letter once decoded
+        b'{"url": "no-host-here", "host": "x", "html": "<p>x</p>"}',  # no page's URL: decoded
+    ]
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    items = list(iter_inputs([path], undecoded=True))
+    kinds = ["Undecoded", "Undecoded", "RawPage", "RawPage", "Undecoded", "DeadPage"]
+    assert [type(i).__name__ for i in items] == kinds
+    for item, line in zip(items, lines, strict=True):
+        if isinstance(item, Undecoded):
+            assert item.line == line and item.host == route_host(line)
+            decoded = decode_record(item.line, item.source)
+            assert not isinstance(decoded, RawPage) or decoded.host == item.host
+    assert [i.host for i in items if isinstance(i, Undecoded)] == ["a.example", "a.example", "a.example"]
+    # Decoded, the items are what the plain reader yields.
+    plain = list(iter_inputs([path]))
+    assert [decode_record(i.line, i.source) if isinstance(i, Undecoded) else i for i in items] == plain
 
 
 def test_jsonl_empty_html_is_passed_on_for_the_pipeline_to_judge(tmp_path: Path) -> None:

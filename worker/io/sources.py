@@ -38,6 +38,12 @@ than it declares) and ``unreadable_input`` (a compressed file that breaks off or
 to garbage: the rest of that file is lost, the next input follows). A path that is
 missing, unreadable or of an unknown type raises ConfigError when `iter_inputs` is
 called, before any page is read.
+
+`iter_inputs(paths, undecoded=True)` (what `run --jobs N` reads with) leaves a JSONL line
+whose first fields are its "url" and "host" undecoded: an `Undecoded` with the host they
+name, for the job that decides the host to decode (`decode_record`) in its own process.
+`decode_record` makes sure the host a line is routed by is the decoded record's: a record
+that names "url" or "host" again, differently, is a ``bad_record``.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, NamedTuple, overload
 
 from ..engine.errors import ConfigError
 from ..engine.model import DeadPage, RawPage
@@ -61,7 +67,9 @@ from .charsets import charset_of, decode_html
 from .stream import GZIP_MAGIC, Stream, StreamError, iter_lines
 from .urls import MAX_URL_CHARS, UrlError, check_page_url, host_of
 
-__all__ = ["charset_of", "decode_html", "decode_record", "estimate_total", "host_of", "input_kind", "iter_inputs"]
+__all__ = [
+    "Undecoded", "charset_of", "decode_html", "decode_record", "estimate_total", "host_of", "input_kind", "iter_inputs",
+]
 
 STDIN = "-"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
@@ -75,15 +83,46 @@ DEFAULT_MAX_PAGE_BYTES = SegmentParams().max_page_bytes
 MAX_LINE_FACTOR = 6
 _LINE_SLACK = 1 << 20
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A record that starts with its "url" and "host" string fields (what crawlers and
+# `detemplate produce` write): read without decoding the rest of the line.
+_FIRST_FIELDS = re.compile(rb'\s*\{\s*"url"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"host"\s*:\s*("(?:[^"\\]|\\.)*")')
+
+
+class Undecoded(NamedTuple):
+    """A JSONL line left undecoded (`iter_inputs(..., undecoded=True)`), with the host its
+    record's page has when the line decodes to a page (`decode_record`)."""
+
+    line: bytes
+    source: str
+    host: str
 
 
 # -- the iterator ----------------------------------------------------------------------
 
 
+@overload
 def iter_inputs(
-    paths: Sequence[str | Path], max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES, stdin: IO[bytes] | None = None
-) -> Iterator[RawPage | DeadPage]:
-    """Every page of every input, in input order (see the module docstring).
+    paths: Sequence[str | Path],
+    max_page_bytes: int = ...,
+    stdin: IO[bytes] | None = ...,
+    undecoded: Literal[False] = ...,
+) -> Iterator[RawPage | DeadPage]: ...
+
+
+@overload
+def iter_inputs(
+    paths: Sequence[str | Path], max_page_bytes: int = ..., stdin: IO[bytes] | None = ..., *, undecoded: Literal[True]
+) -> Iterator[RawPage | DeadPage | Undecoded]: ...
+
+
+def iter_inputs(
+    paths: Sequence[str | Path],
+    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+    stdin: IO[bytes] | None = None,
+    undecoded: bool = False,
+) -> Iterator[RawPage | DeadPage] | Iterator[RawPage | DeadPage | Undecoded]:
+    """Every page of every input, in input order (see the module docstring); with `undecoded`,
+    a JSONL line that starts with its "url" and "host" as an `Undecoded`.
 
     Every path is checked here, before the first page is read: a missing, unreadable or
     unknown input raises ConfigError at the call, not after a run has written output.
@@ -92,27 +131,28 @@ def iter_inputs(
     if sum(1 for raw in paths if str(raw) == STDIN) > 1:
         raise ConfigError("standard input (-) can be read only once")
     kinds = [(Path(raw), STDIN if str(raw) == STDIN else input_kind(Path(raw))) for raw in paths]
-    return _iter_checked(kinds, max_page_bytes, stdin)
+    return _iter_checked(kinds, max_page_bytes, stdin, undecoded)
 
 
 def _iter_checked(
-    kinds: list[tuple[Path, str]], max_page_bytes: int, stdin: IO[bytes] | None
-) -> Iterator[RawPage | DeadPage]:
+    kinds: list[tuple[Path, str]], max_page_bytes: int, stdin: IO[bytes] | None, undecoded: bool
+) -> Iterator[RawPage | DeadPage | Undecoded]:
     for path, kind in kinds:
         if kind == "dir":
             yield from _iter_dir(path, max_page_bytes)
         elif kind == "html":
             yield _html_file(path, path.resolve().parent.name.lower(), max_page_bytes)
         elif kind == STDIN:
-            yield from _iter_stream(stdin if stdin is not None else sys.stdin.buffer, "<stdin>", max_page_bytes)
+            stream = stdin if stdin is not None else sys.stdin.buffer
+            yield from _iter_stream(stream, "<stdin>", max_page_bytes, None, undecoded)
         else:
             with open(path, "rb") as fh:
-                yield from _iter_stream(fh, str(path), max_page_bytes, kind)
+                yield from _iter_stream(fh, str(path), max_page_bytes, kind, undecoded)
 
 
 def _iter_stream(
-    fh: IO[bytes], name: str, max_page_bytes: int, kind: str | None = None
-) -> Iterator[RawPage | DeadPage]:
+    fh: IO[bytes], name: str, max_page_bytes: int, kind: str | None = None, undecoded: bool = False
+) -> Iterator[RawPage | DeadPage | Undecoded]:
     """A JSONL, WARC or ARC file (plain or gzip) read through a bounded Stream; `kind` sniffed when None."""
     try:
         stream = Stream(fh, _peek(fh, 2) == GZIP_MAGIC)
@@ -124,7 +164,7 @@ def _iter_stream(
                 )
                 return
         if kind == "jsonl":
-            yield from _iter_jsonl(stream, name, max_page_bytes)
+            yield from _iter_jsonl(stream, name, max_page_bytes, undecoded)
         else:
             yield from iter_archive(stream, name, max_page_bytes)
     except (StreamError, OSError) as exc:
@@ -277,7 +317,9 @@ def _html_file(path: Path, host: str, max_page_bytes: int) -> RawPage | DeadPage
 # -- JSONL -------------------------------------------------------------------------------
 
 
-def _iter_jsonl(stream: Stream, name: str, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
+def _iter_jsonl(
+    stream: Stream, name: str, max_page_bytes: int, undecoded: bool = False
+) -> Iterator[RawPage | DeadPage | Undecoded]:
     max_line = MAX_LINE_FACTOR * max_page_bytes + _LINE_SLACK
     line_no = 0
     try:
@@ -289,6 +331,8 @@ def _iter_jsonl(stream: Stream, name: str, max_page_bytes: int) -> Iterator[RawP
                     f"{max_page_bytes:,} bytes; skipped unread",
                     f"{name}:{line_no}",
                 )
+            elif undecoded and (host := route_host(line)) is not None:
+                yield Undecoded(line, f"{name}:{line_no}", host)
             else:
                 yield decode_record(line, f"{name}:{line_no}")
     except StreamError as exc:
@@ -309,6 +353,30 @@ META_FIELDS: dict[str, type] = {
     "warc_record_id": str,
     "warc_target_uri": str,
 }
+
+
+def first_fields(line: bytes) -> tuple[Any, Any] | None:
+    """The "url" and "host" a JSON record starts with (the first two fields, in that order),
+    decoded; None for a record that starts otherwise."""
+    match = _FIRST_FIELDS.match(line)
+    if match is None:
+        return None
+    try:
+        return codec.loads(match[1])[0], codec.loads(match[2])[0]
+    except (ValueError, RecursionError):
+        return None
+
+
+def route_host(line: bytes) -> str | None:
+    """The host of the page a JSONL line holds, read from its first fields without decoding
+    the rest; None when it does not start with them, or they are no page's URL and host."""
+    first = first_fields(line)
+    if first is None:
+        return None
+    try:
+        return check_page_url(first[0], first[1])
+    except UrlError:
+        return None
 
 
 def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
@@ -337,6 +405,11 @@ def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
     host = rec.get("host")
     if host is not None and (not isinstance(host, str) or not host.strip()):
         return DeadPage(shown, "", "bad_record", '"host" must be a non-empty string', source)
+    first = first_fields(line)
+    if first is not None and (first[0] != url or first[1] != host):
+        # JSON leaves a repeated name to the reader; here the first one would route the page
+        # to one job of `run --jobs` and the last one would name its host.
+        return DeadPage(shown, "", "bad_record", 'the record names "url" or "host" twice, differently', source)
     try:
         host = check_page_url(url, host)
     except UrlError as exc:
