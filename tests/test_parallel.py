@@ -24,7 +24,7 @@ from detemplate.engine.model import DeadPage, RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.io.sources import iter_inputs
-from detemplate.offline import RunSummary, run_pages
+from detemplate.offline import HostCount, RunSummary, run_pages
 from detemplate.parallel import JobFailedError, JobSpec, job_of, resolve_jobs, run_jobs
 from detemplate.state.memory import MemoryStore
 from detemplate.state.rocks import RocksStore
@@ -306,3 +306,34 @@ def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monke
     assert pq.ParquetFile(tmp_path / "out-2.parquet").num_row_groups == 7
     table = pq.read_table(tmp_path / "out-2.parquet")
     assert table.num_rows == 64 and table.column("error").to_pylist()[9] == "bad_json"
+
+
+def test_the_host_count_is_exact_then_estimated_in_bounded_memory() -> None:
+    small = HostCount(exact_limit=1000)
+    for n in range(800):
+        small.add(f"h{n % 400}.example")
+    assert small.exact and len(small) == 400
+    big = HostCount(exact_limit=1000)
+    for n in range(200_000):
+        big.add(f"host{n}.example")
+    assert not big.exact  # past the limit: 16 KB of registers, no names
+    assert abs(len(big) - 200_000) < 0.03 * 200_000
+    # Jobs' counts joined: a union (hosts both saw count once), exact or estimated.
+    halves = [HostCount(exact_limit=1000), HostCount(exact_limit=1000)]
+    for n in range(200_000):
+        halves[n % 2].add(f"host{n}.example")
+    halves[0].update(halves[1])
+    assert len(halves[0]) == len(big)  # the same registers as one count of every host
+    again = HostCount(exact_limit=1000)
+    for n in range(600):
+        again.add(f"host{n}.example")
+    other = HostCount(exact_limit=1000)
+    for n in range(300, 900):
+        other.add(f"host{n}.example")
+    again.update(other)
+    assert again.exact and len(again) == 900
+    other_big = HostCount(exact_limit=1000)
+    for n in range(100):
+        other_big.add(f"host{n}.example")
+    big.update(other_big)  # hosts already counted: the estimate does not move
+    assert len(big) == len(halves[0])

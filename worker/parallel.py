@@ -48,7 +48,6 @@ import tempfile
 import threading
 import time
 import traceback
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -519,14 +518,14 @@ def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
 
 
 def add_summaries(total: Any, parts: Iterable[Any]) -> None:
-    """Add the workers' summaries (offline.RunSummary) into `total`: counts summed, host sets
-    joined; `seconds` is left to the caller (the run's wall time)."""
+    """Add the workers' summaries (offline.RunSummary) into `total`: counts summed, counters
+    and host counts joined (`update`); `seconds` is left to the caller (the run's wall time)."""
     for part in parts:
         for f in dataclasses.fields(total):
             if f.name == "seconds":
                 continue
             mine, theirs = getattr(total, f.name), getattr(part, f.name)
-            if isinstance(mine, set | Counter):
+            if hasattr(mine, "update"):
                 mine.update(theirs)
             elif isinstance(mine, int | float):
                 setattr(total, f.name, mine + theirs)
