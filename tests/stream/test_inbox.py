@@ -61,3 +61,26 @@ def test_one_batch_waits_the_revocation_waits_for_the_one_in_flight_and_drops_th
         assert not inbox.busy and inbox.clear() == 0
 
     asyncio.run(main())
+
+
+def test_the_inbox_holds_a_partition_while_records_of_it_wait_or_are_in_process() -> None:
+    # The stall watcher asks: a partition whose records the worker holds is delivering,
+    # however long the batch before them takes.
+    p0, p1, p2 = TP("pages.raw", 0), TP("pages.raw", 1), TP("pages.raw", 2)
+
+    async def main() -> None:
+        inbox = Inbox({"pages.raw"})
+        assert not inbox.holds(p0)
+        await inbox.put(Batch(1, {p0: [Rec(5)], p1: [Rec(0)]}))
+        second = asyncio.ensure_future(inbox.put(Batch(1, {p2: [Rec(9)]})))
+        await asyncio.sleep(0)
+        assert inbox.holds(p0) and inbox.holds(p1) and inbox.holds(p2)  # queued, and being handed over
+        await inbox.get()  # in process
+        await asyncio.wait_for(second, timeout=10)
+        assert inbox.holds(p0) and inbox.holds(p2)
+        inbox.done()
+        assert not inbox.holds(p0) and not inbox.holds(p1) and inbox.holds(p2)
+        assert inbox.clear() == 1  # a revocation drops the waiting batch: nothing held
+        assert not inbox.holds(p2)
+
+    asyncio.run(main())

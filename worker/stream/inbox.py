@@ -57,6 +57,8 @@ class Inbox:
         self._queue: asyncio.Queue[Batch] = asyncio.Queue(maxsize=1)
         self._idle = asyncio.Event()
         self._idle.set()
+        self._pending: list[Batch] = []  # handed over (or being handed over), not taken yet
+        self._current: Batch | None = None  # taken, not finished with
 
     def split(self, records: Mapping[Any, list[Any]]) -> tuple[dict[Any, list[Any]], dict[Any, list[Any]]]:
         """(the records of the ordered topics, the rest) of one fetch."""
@@ -68,24 +70,38 @@ class Inbox:
 
     async def put(self, batch: Batch) -> None:
         """Hand a batch over; waits while the one before it has not been taken."""
+        self._pending.append(batch)
         await self._queue.put(batch)
 
     async def get(self) -> Batch:
         """The next batch; the inbox is busy from here until `done`."""
         batch = await self._queue.get()
+        self._pending.remove(batch)
+        self._current = batch
         self._idle.clear()
         return batch
 
     def done(self) -> None:
         """The batch taken last is finished with (processed, or stopped at a rebalance)."""
+        self._current = None
         self._idle.set()
 
     def clear(self) -> int:
         """Drop the batches not taken yet (partitions were revoked); how many records they held."""
         dropped = 0
         while not self._queue.empty():
-            dropped += len(self._queue.get_nowait())
+            batch = self._queue.get_nowait()
+            self._pending.remove(batch)
+            dropped += len(batch)
         return dropped
+
+    def holds(self, tp: Any) -> bool:
+        """Whether records of `tp` were handed over and are not finished with yet (queued, or in
+        the batch being processed): the partition is delivering, however long the worker takes."""
+        current = self._current
+        if current is not None and tp in current.records:
+            return True
+        return any(tp in batch.records for batch in self._pending)
 
     async def wait_idle(self) -> None:
         """Wait until no batch is being processed (the page in flight finished)."""
