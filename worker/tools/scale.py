@@ -110,13 +110,14 @@ def pages(shape: Shape) -> Iterator[RawPage]:
 # -- sampling a running process --------------------------------------------------------------------
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """A process' resident memory now (VmRSS), or its high-water mark (VmHWM), MB."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0.0
     for line in status.splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 
@@ -186,11 +187,15 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
             complete = chunk.rfind(b"\n") + 1
             lines[0] += chunk.count(b"\n", 0, complete)
             lines[1] += complete
+        peak[0] = max(peak[0], rss_mb(proc.pid, "VmHWM"))
         return {"pages": lines[0], "rss_mb": round(rss_mb(proc.pid), 1), "state_mb": round(dir_mb(state), 2)}
 
+    # The run's peak RSS is its own high-water mark (VmHWM, of the program it runs), read while
+    # it runs: wait4's ru_maxrss would count this process' RSS at the fork (the generated crawl).
+    peak = [0.0]
     sampler = Sampler(probe)
     sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS, however short the run
+    _, status = os.waitpid(proc.pid, 0)
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
     samples = sampler.stop()
     wall = time.monotonic() - t0
@@ -207,7 +212,7 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
         "pages": n, "seconds": round(wall, 1), "pages_per_s": round(n / wall, 1),
         "hosts_live": len(index), "hosts_expired": expired,
         "state_bytes_live": live_bytes, "state_bytes_per_host": round(live_bytes / max(1, len(index))),
-        "rocksdb_mb": round(dir_mb(state), 2), "rss_mb_max": round(usage.ru_maxrss / 1024, 1),  # ru_maxrss: KB
+        "rocksdb_mb": round(dir_mb(state), 2), "rss_mb_max": round(peak[0], 1),
         "samples": samples,
     }
 
