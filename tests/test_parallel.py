@@ -60,6 +60,16 @@ def run(inputs: Iterable[Path], out: Path, *flags: str) -> None:
     assert main(["run", *map(str, inputs), "--output", str(out), *flags]) == 0
 
 
+def outputs_by_jobs(inputs: Iterable[Path], tmp_path: Path, suffix: str) -> dict[int, bytes]:
+    """The output file's bytes of `run` with 1, 2 and 3 jobs."""
+    files = {}
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"out-{jobs}{suffix}"
+        run(inputs, out, "--jobs", str(jobs))
+        files[jobs] = out.read_bytes()
+    return files
+
+
 def test_the_hosts_are_split_over_every_job() -> None:
     for jobs in (2, 3):  # the test crawl gives every job pages
         assert {job_of(f"site{n}.example", jobs) for n in range(HOSTS)} == set(range(jobs))
@@ -92,11 +102,7 @@ def test_lines_routed_undecoded_or_decoded_give_the_bytes_of_one_job(crawl: Path
                      b'"host": "site2.example"}')
     shaped.write_bytes(b"\n".join(lines) + b"\n")
     assert sum(line.startswith(b'{"html"') for line in lines) >= 15
-    outputs = {}
-    for jobs in (1, 2, 3):
-        out = tmp_path / f"out-{jobs}.jsonl"
-        run([shaped], out, "--jobs", str(jobs))
-        outputs[jobs] = out.read_bytes()
+    outputs = outputs_by_jobs([shaped], tmp_path, ".jsonl")
     assert outputs[2] == outputs[1] and outputs[3] == outputs[1]
     records = [json.loads(line) for line in outputs[1].splitlines()]
     assert [r["error"] for r in records if "error" in r] == ["bad_json", "bad_record"]
@@ -297,11 +303,7 @@ def test_jobs_that_cannot_work_are_refused_or_one() -> None:
 def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Row groups of PARQUET_ROWS rows (made by this process's writer): 10 puts 7 in the file.
     monkeypatch.setattr("detemplate.io.formats.PARQUET_ROWS", 10)
-    files = {}
-    for jobs in (1, 2, 3):
-        out = tmp_path / f"out-{jobs}.parquet"
-        run([crawl], out, "--jobs", str(jobs))
-        files[jobs] = out.read_bytes()
+    files = outputs_by_jobs([crawl], tmp_path, ".parquet")
     assert files[2] == files[1] and files[3] == files[1]
     assert pq.ParquetFile(tmp_path / "out-2.parquet").num_row_groups == 7
     table = pq.read_table(tmp_path / "out-2.parquet")
