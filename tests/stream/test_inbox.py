@@ -82,5 +82,13 @@ def test_the_inbox_holds_a_partition_while_records_of_it_wait_or_are_in_process(
         assert not inbox.holds(p0) and not inbox.holds(p1) and inbox.holds(p2)
         assert inbox.clear() == 1  # a revocation drops the waiting batch: nothing held
         assert not inbox.holds(p2)
+        # A hand-over cancelled while it waits (a shutdown) leaves nothing held.
+        await inbox.put(Batch(1, {p0: [Rec(6)]}))
+        waiting = asyncio.ensure_future(inbox.put(Batch(1, {p1: [Rec(1)]})))
+        await asyncio.sleep(0)
+        assert inbox.holds(p1)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert not inbox.holds(p1) and inbox.holds(p0)
 
     asyncio.run(main())

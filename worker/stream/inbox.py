@@ -71,7 +71,11 @@ class Inbox:
     async def put(self, batch: Batch) -> None:
         """Hand a batch over; waits while the one before it has not been taken."""
         self._pending.append(batch)
-        await self._queue.put(batch)
+        try:
+            await self._queue.put(batch)
+        except BaseException:  # cancelled while waiting (a shutdown): the batch was never handed over
+            self._pending.remove(batch)
+            raise
 
     async def get(self) -> Batch:
         """The next batch; the inbox is busy from here until `done`."""
