@@ -84,8 +84,11 @@ MAX_LINE_FACTOR = 6
 _LINE_SLACK = 1 << 20
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # A record that starts with its "url" and "host" string fields (what crawlers and
-# `detemplate produce` write): read without decoding the rest of the line.
-_FIRST_FIELDS = re.compile(rb'\s*\{\s*"url"\s*:\s*("(?:[^"\\]|\\.)*")\s*,\s*"host"\s*:\s*("(?:[^"\\]|\\.)*")')
+# `detemplate produce` write): read without decoding the rest of the line. A JSON string
+# as an unrolled loop (runs of plain bytes between escapes): a fifth of the time of one
+# alternation a byte, on every record decode_record reads.
+_JSON_STRING = rb'("[^"\\]*(?:\\.[^"\\]*)*")'
+_FIRST_FIELDS = re.compile(rb'\s*\{\s*"url"\s*:\s*' + _JSON_STRING + rb'\s*,\s*"host"\s*:\s*' + _JSON_STRING)
 
 
 class Undecoded(NamedTuple):
