@@ -96,6 +96,28 @@ def test_a_block_repeated_on_every_page_is_layout() -> None:
     assert inherited and all(last[t][0] == TEMPLATE for t in inherited)
 
 
+def test_outside_the_region_a_layout_path_is_template_before_its_text_is_frequent() -> None:
+    # A box beside the content that shows one of two texts in turn: each text is on fewer
+    # than template_df of the host's pages, so the table alone keeps it; its path is on every
+    # page and carried new text on only the first two, so it is the host's layout.
+    rng = random.Random(7)
+    texts = [sentence(rng, 9) for _ in range(2)]
+
+    def boxed(i: int) -> RawPage:
+        paras = "".join(f"<p>{sentence(random.Random(100 + i))}</p>" for _ in range(4))
+        html = f"<html><body><header>{NAV}</header><main><h1>Story {i}</h1>{paras}</main>"
+        html += f"<aside><p>{texts[i % 2]}</p></aside></body></html>"
+        return RawPage(f"https://news.example/s{i}.html", html, "news.example")
+
+    last = verdicts(run([boxed(i) for i in range(8)])[-1])
+    assert last[texts[1]][0] == TEMPLATE
+    assert any(t.startswith("Story 7") and v[0] == CONTENT for t, v in last.items())
+    # The layout path is what removes it: with layout_novelty 0 no path is layout, and the
+    # table alone keeps the box.
+    no_layout = dataclasses.replace(NO_MODEL, region=dataclasses.replace(NO_MODEL.region, layout_novelty=0.0))
+    assert verdicts(run([boxed(i) for i in range(8)], no_layout)[-1])[texts[1]][0] == CONTENT
+
+
 def test_the_ballot_replays_to_the_live_verdicts() -> None:
     # eval --loco replays the decision over kept ballots: it must give what decide gave.
     table = HostTable(PARAMS.table)

@@ -11,8 +11,10 @@ So, once the host's table has learned something (a warm host):
    of its own; link lists say where else to go), widened to the host's content
    container (detectors/layout.py).
 2. Outside the region, a block is template when the table says so (its template share
-   is over `table.template_ratio`, or it lies in a template pagelet), else when the
-   page-level model's templateness is over `pagelevel.outer_threshold` (a per-page box
+   is over `table.template_ratio`, or it lies in a template pagelet), or when it lies at
+   one of the host's layout paths (step 3's: repetition is evidence where the layout is,
+   and outside the region, before a rotating box's texts reach the table's DF), else when
+   the page-level model's templateness is over `pagelevel.outer_threshold` (a per-page box
    the table cannot know: related links, comments).
 3. Inside the region, repetition counts only at the host's layout paths (a path that
    had new text on fewer than `region.layout_novelty` of the pages that had it, and is on
@@ -201,6 +203,15 @@ def block_decisions_python(
         elif by_pagelet:
             template[i] = True
             method[i] = METHOD_PAGELET
+        elif (
+            nodes is not None
+            and not inside[i]
+            and novelty is not None
+            and presence is not None
+            and novelty[i] < layout_novelty
+            and presence[i] >= layout_presence
+        ):
+            template[i] = True  # outside the region, at one of the host's layout paths
     if scores is not None:
         keep_below = 0.0  # new prose outside the region scoring up to this stays
         kept = [i for i in range(n) if inside[i] and not template[i]]

@@ -350,16 +350,20 @@ def _params(table_only: bool = True, **overrides: str) -> object:
 def test_navigation_pagelet_with_one_changed_item_is_still_template() -> None:
     """The issue's case: the table alone keeps a menu item it has not seen; the pagelet keeps
     the menu's identity, so the new item goes with its menu. The min-hash is a sample: a
-    one-item change of ten keeps one of the two values unless it hits both (about 3%)."""
-    from detemplate.engine.model import CONTENT, METHOD_PAGELET, TEMPLATE
+    one-item change of ten keeps one of the two values unless it hits both (about 3%).
+    (With the content region on, the item also goes as text at one of the host's layout
+    paths: "layout" below; the region is off for the two others, to see the pagelet alone.)"""
+    from detemplate.engine.model import CONTENT, METHOD_PAGELET, METHOD_TABLE, TEMPLATE
     from detemplate.engine.pipeline import decide
     from detemplate.engine.table import HostTable
 
     recognised = 0
     for changed in range(len(ITEMS)):
         verdicts = {}
-        without = _params(**{"pagelets.enabled": "false"})
-        for label, params in (("without", without), ("with", _params(**{"pagelets.enabled": "true"}))):
+        without = _params(**{"pagelets.enabled": "false", "region.enabled": "false"})
+        with_pagelets = _params(**{"pagelets.enabled": "true", "region.enabled": "false"})
+        layout = _params(**{"pagelets.enabled": "false"})
+        for label, params in (("without", without), ("with", with_pagelets), ("layout", layout)):
             table = HostTable(params.table)  # type: ignore[attr-defined]
             for i in range(8):
                 decide(_menu_page(ITEMS, f"article number {i} says something of its own"), table, params)  # type: ignore[arg-type]
@@ -369,6 +373,7 @@ def test_navigation_pagelet_with_one_changed_item_is_still_template() -> None:
             assert out.clean is not None
             verdicts[label] = {b.text: (b.verdict, b.method) for b in out.clean.blocks}
         assert verdicts["without"]["Brand new section"][0] == CONTENT
+        assert verdicts["layout"]["Brand new section"] == (TEMPLATE, METHOD_TABLE)
         for label in verdicts:
             assert verdicts[label][ITEMS[(changed + 1) % 10]][0] == TEMPLATE
             assert verdicts[label]["the last article, also its own"][0] == CONTENT

@@ -1652,6 +1652,10 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                 template[i] = True
                 method[i] = by_pagelet
                 continue
+            elif has_region and not kind[i] & _INSIDE and layout and <double>novelty[i] < layout_novelty \
+                    and <double>presence[i] >= layout_presence:
+                template[i] = True  # outside the region, at one of the host's layout paths
+                continue
             if not leveled:
                 continue
             if kind[i] & _INSIDE:  # kept inside the region: its text level counts it
