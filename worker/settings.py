@@ -70,7 +70,7 @@ class StreamSettings:
     max_table_entries: bound one host's table to this many entries (a pathological host), the
         least recently seen dropped; the same default as `run` (state/expiry.py).
     expiry_sweep_s: how often the worker looks for hosts to drop (a scan of its hosts' index
-        entries, between two messages).
+        entries, between two messages); at least 20 times the last sweep's duration apart.
     commit_before_snapshot: commit the input offsets before a snapshot replaces a host's older
         one, so that no page that snapshot covered is read again (docs/stream.md). Off only to
         test what a crash in that window does: such a page is then decided against the current

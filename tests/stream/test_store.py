@@ -103,3 +103,58 @@ def test_quarantine_of_an_open_database_after_a_failed_read(tmp_path: Path) -> N
 )
 def test_what_counts_as_corruption(message: str, corrupt: bool) -> None:
     assert is_corruption(Exception(message)) is corrupt
+
+
+def test_a_scan_taken_a_chunk_at_a_time_reads_every_record_of_its_prefix_once(tmp_path: Path) -> None:
+    store = store_in(tmp_path)
+    inside = [(b"i/%05d" % n, b"v%d" % n) for n in range(103)]
+    store.write(0, [(b"h/a", b"x"), *inside, (b"j/z", b"y")])  # neighbours on both sides of the prefix
+    seen: list[tuple[bytes, bytes]] = []
+    after = None
+    chunks = 0
+    while True:
+        chunk = store.scan_chunk(0, b"i/", after, 10)
+        seen += chunk
+        chunks += 1
+        if len(chunk) < 10:
+            break
+        after = chunk[-1][0]
+    assert seen == inside and chunks == 11
+    assert store.scan_chunk(0, b"i/", None, 1000) == inside
+    assert store.scan_chunk(0, b"q/", None, 10) == []
+
+
+def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_took(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+    import itertools
+
+    from detemplate.stream import app as app_module
+
+    settings = StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1, host_ttl_pages=100,
+                              expiry_sweep_s=1.0)
+    _, worker = build_app(settings)
+    clock = [1000.0]
+    sweeps: list[float] = []
+
+    async def sweep(now_ms: int) -> list[object]:
+        sweeps.append(clock[0])
+        clock[0] += duration[0]  # the sweep's own time
+        return []
+
+    monkeypatch.setattr(app_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(worker, "sweep", sweep)
+    worker._last_sweep = clock[0]
+    duration = [0.01]  # a short sweep: the setting's 1 s apart
+    for _ in range(30):
+        clock[0] += 0.1
+        asyncio.run(worker._maybe_sweep(0))
+    assert len(sweeps) == 3 and sweeps[1] - sweeps[0] == pytest.approx(1.0, abs=0.11)
+    duration[0] = 0.5  # sweeps of half a second: 10 s apart from now on
+    sweeps.clear()
+    for _ in range(400):
+        clock[0] += 0.1
+        asyncio.run(worker._maybe_sweep(0))
+    gaps = [b - a for a, b in itertools.pairwise(sweeps[1:])]  # the first gap follows a short sweep
+    assert gaps and all(10.0 <= g <= 10.7 for g in gaps), gaps

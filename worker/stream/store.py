@@ -125,6 +125,23 @@ class CheckedRocksDBStore(FaustRocksDBStore):
 
         return scan_prefix(self._db_for_partition(partition), prefix)
 
+    def scan_chunk(self, partition: int, prefix: bytes, after: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
+        """Up to `limit` records of a partition's database whose key starts with `prefix`, in key
+        order, from the first key after `after` (None: from the start): a scan taken a chunk at
+        a time, each with an iterator of its own, so that a caller can give the event loop a turn
+        between chunks without holding an iterator across it."""
+        out: list[tuple[bytes, bytes]] = []
+        for key, value in self._db_for_partition(partition).items(from_key=prefix if after is None else after):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+            if not key.startswith(prefix):
+                break
+            if key == after:
+                continue
+            out.append((key, value))
+            if len(out) >= limit:
+                break
+        return out
+
     def keys_with_prefix(self, partition: int, prefix: bytes) -> list[bytes]:
         """The keys of a partition's database that start with `prefix`."""
         db = self._db_for_partition(partition)
