@@ -124,7 +124,7 @@ def test_a_scan_taken_a_chunk_at_a_time_reads_every_record_of_its_prefix_once(tm
     assert store.scan_chunk(0, b"q/", None, 10) == []
 
 
-def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_took(
+def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import asyncio
@@ -140,18 +140,19 @@ def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_took(
 
     async def sweep(now_ms: int) -> list[object]:
         sweeps.append(clock[0])
-        clock[0] += duration[0]  # the sweep's own time
+        worker._scan_s = duration[0]  # reading the index entries (what the spacing follows)
+        clock[0] += duration[0] + drops[0]  # then dropping what it chose (which it does not)
         return []
 
     monkeypatch.setattr(app_module.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(worker, "sweep", sweep)
     worker._last_sweep = clock[0]
-    duration = [0.01]  # a short sweep: the setting's 1 s apart
+    duration, drops = [0.01], [0.0]  # a short sweep: the setting's 1 s apart
     for _ in range(30):
         clock[0] += 0.1
         asyncio.run(worker._maybe_sweep(0))
     assert len(sweeps) == 3 and sweeps[1] - sweeps[0] == pytest.approx(1.0, abs=0.11)
-    duration[0] = 0.5  # sweeps of half a second: 10 s apart from now on
+    duration[0], drops[0] = 0.5, 3.0  # half a second of reading, 3 s of drops: 10 s apart from now on
     sweeps.clear()
     for _ in range(400):
         clock[0] += 0.1

@@ -71,7 +71,8 @@ STALL_S = 5.0  # a partition behind its end with no message handled for this lon
 COMMIT_TRIES = 3  # commits tried before a snapshot replaces one whose pages are not committed yet
 YIELD_EVERY = 16  # pages of a batch between two turns given to the event loop (the producer's sender, timers)
 SWEEP_CHUNK = 4096  # index entries an expiry sweep reads between two turns given to the event loop
-SWEEP_SPACING = 20.0  # the next sweep waits at least this many times the last one's duration
+SWEEP_SPACING = 20.0  # the next sweep waits at least this many times the last one's reading took
+SWEEP_DROPS = 256  # hosts a sweep drops between two turns given to the event loop
 # The producer's batch per partition: many pages each (clean records average about 8 KB;
 # aiokafka's default, 16 KB, held two, and every batch costs its own header, CRC and
 # bookkeeping). Never over the message limit: brokers check a whole batch against it.
@@ -198,6 +199,7 @@ class StreamWorker:
         self._assigned_at = time.monotonic()
         self._last_sweep = time.monotonic()
         self._sweep_wait = settings.expiry_sweep_s  # raised after a long sweep (_maybe_sweep)
+        self._scan_s = 0.0  # how long the last sweep took to read the index entries and choose
         self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
         self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
@@ -697,8 +699,11 @@ class StreamWorker:
         await self.sweep(int(time.time() * 1000))
         # A sweep reads every host's index entry: its time grows with the hosts held (0.8 s for
         # 190,000 in the million-host benchmark). The next one waits at least SWEEP_SPACING times
-        # as long, so that sweeping takes at most a twentieth of the worker's time at any size.
-        self._sweep_wait = max(self.settings.expiry_sweep_s, SWEEP_SPACING * (time.monotonic() - now))
+        # as long as that reading took, so that it takes at most a twentieth of the worker's time
+        # at any size. (Dropping the hosts it chose is not counted: that work follows the pages
+        # that brought new hosts, and counting it would space the sweeps further the more there is
+        # to drop, letting the state run further over its budget each time.)
+        self._sweep_wait = max(self.settings.expiry_sweep_s, SWEEP_SPACING * self._scan_s)
 
     async def sweep(self, now_ms: int) -> list[Expired]:
         """Drop the hosts of this worker's partitions that expiry or the byte budget picks."""
@@ -732,8 +737,11 @@ class StreamWorker:
         # after a crash would find no state and decide it as a new host's first page.
         candidates = [e for e in entries if e.last_page < committed[e.host]]
         expired = choose_expired(candidates, self.policy, now_ms, page_now)
-        for x in expired:
+        self._scan_s = time.perf_counter() - t0
+        for n, x in enumerate(expired, 1):
             await self._drop_host(partition_of[x.entry.host], x)
+            if n % SWEEP_DROPS == 0:
+                await asyncio.sleep(0)  # a sweep that drops tens of thousands of hosts lets the loop run
         kept = len(entries) - len(expired)
         kept_bytes = sum(e.state_bytes for e in entries) - sum(x.entry.state_bytes for x in expired)
         self.metrics.set_store_size(kept, kept_bytes)
