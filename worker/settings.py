@@ -54,6 +54,10 @@ class StreamSettings:
         8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
     cache_hosts: live tables kept in memory (least recently used first out); a host whose
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
+    rocksdb_cache_mb: RocksDB's block cache of each partition's store, MB. Faust's own default
+        is 2 GB a partition: in the million-host benchmark the worker's RSS passed 1.1 GB and
+        was still growing as its reads (every sweep reads every index entry) filled it
+        (docs/scale.md).
     metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (detemplate.stream.metrics);
         port 0 picks a free port, -1 runs no server. 8780 is outside the Prometheus exporters'
         range (9100-9999, all allocated; 9100 is node_exporter's), as Prometheus advises for an
@@ -118,6 +122,7 @@ class StreamSettings:
     compression: str = ""
     max_fetch_bytes: int = 8 * 1024 * 1024
     cache_hosts: int = 4096
+    rocksdb_cache_mb: int = 64
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8780
     max_message_bytes: int = 1_000_000
@@ -143,6 +148,8 @@ class StreamSettings:
             raise ConfigError("partitions must be at least 1")
         if self.cache_hosts < 1:
             raise ConfigError("cache_hosts must be at least 1")
+        if self.rocksdb_cache_mb < 1:
+            raise ConfigError("rocksdb_cache_mb must be at least 1")
         if self.snapshot_every < 2:
             raise ConfigError("snapshot_every must be at least 2")
         if self.heartbeat_s <= 0 or self.session_timeout_s <= self.heartbeat_s:

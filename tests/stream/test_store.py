@@ -159,3 +159,15 @@ def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_read(
         asyncio.run(worker._maybe_sweep(0))
     gaps = [b - a for a, b in itertools.pairwise(sweeps[1:])]  # the first gap follows a short sweep
     assert gaps and all(10.0 <= g <= 10.7 for g in gaps), gaps
+
+
+def test_each_partition_store_gets_the_block_cache_the_settings_give(tmp_path: Path) -> None:
+    _, logic = build_app(StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1, rocksdb_cache_mb=48))
+    store = logic.state.data
+    assert isinstance(store, CheckedRocksDBStore)
+    assert store.rocksdb_options.block_cache_size == 48 * 1024 * 1024
+    db = store._open_for_partition(0)  # opens with those options
+    db.put(b"k", b"v")
+    assert db.get(b"k") == b"v"
+    default = StreamSettings(data_dir=str(tmp_path / "d"), partitions=2, metrics_port=-1)
+    assert build_app(default)[1].state.data.rocksdb_options.block_cache_size == 64 * 1024 * 1024
