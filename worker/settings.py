@@ -54,10 +54,8 @@ class StreamSettings:
         8 MB measured faster than 1 MB on Tansu, which lists every stored batch on each fetch.
     cache_hosts: live tables kept in memory (least recently used first out); a host whose
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
-    rocksdb_cache_mb: RocksDB's block cache of each partition's store, MB. Faust's own default
-        is 2 GB a partition: in the million-host benchmark the worker's RSS passed 1.1 GB and
-        was still growing as its reads (every sweep reads every index entry) filled it
-        (docs/scale.md).
+    rocksdb_cache_mb: RocksDB's block cache of each partition's store, MB (Faust's own default
+        is 2 GB a partition, which a worker of many partitions could not hold).
     metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (detemplate.stream.metrics);
         port 0 picks a free port, -1 runs no server. 8780 is outside the Prometheus exporters'
         range (9100-9999, all allocated; 9100 is node_exporter's), as Prometheus advises for an
