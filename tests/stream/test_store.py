@@ -171,3 +171,40 @@ def test_each_partition_store_gets_the_block_cache_the_settings_give(tmp_path: P
     assert db.get(b"k") == b"v"
     default = StreamSettings(data_dir=str(tmp_path / "d"), partitions=2, metrics_port=-1)
     assert build_app(default)[1].state.data.rocksdb_options.block_cache_size == 64 * 1024 * 1024
+
+
+def test_a_sweep_drops_no_host_of_a_partition_revoked_while_it_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep gives the event loop turns; a rebalance then may take a partition away, and
+    its hosts are another worker's: their tombstones must not be written."""
+    import asyncio
+
+    from detemplate.state.changelog import index_key
+    from detemplate.state.expiry import IndexEntry
+    from faust.types import TP
+
+    settings = StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1, state_budget_bytes=1)
+    _, worker = build_app(settings)
+    store = worker.state.data
+    for partition in (0, 1):
+        store.write(partition, [(index_key(f"h{partition}-{n}.example"),
+                                 IndexEntry(f"h{partition}-{n}.example", n, 1000 + n, 500, 1).to_bytes())
+                                for n in range(600)])
+    tps = {TP(settings.topic_raw, 0), TP(settings.topic_raw, 1)}
+    assignment = set(tps)
+    monkeypatch.setattr(worker.app.consumer, "assignment", lambda: set(assignment))
+    monkeypatch.setattr(worker.app.monitor, "tp_committed_offsets", {tp: 10_000 for tp in tps})
+    dropped: list[tuple[int, str]] = []
+
+    async def drop(partition: int, x: object) -> None:
+        dropped.append((partition, x.entry.host))  # type: ignore[attr-defined]
+        if len(dropped) == 100:
+            assignment.discard(TP(settings.topic_raw, 1))  # revoked while the sweep runs
+
+    monkeypatch.setattr(worker, "_drop_host", drop)
+    out = asyncio.run(worker.sweep(10_000))
+    assert len(dropped) > 100 and len(out) == len(dropped)  # the budget wants nearly every host out
+    late = [host for partition, host in dropped[100:] if partition == 1]
+    assert not late, late[:3]
+    assert {partition for partition, _ in dropped[100:]} == {0}

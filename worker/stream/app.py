@@ -734,22 +734,36 @@ class StreamWorker:
                     break
                 after = chunk[-1][0]
                 await asyncio.sleep(0)
+                if tp.partition not in self._raw_partitions():
+                    break  # revoked meanwhile: its entries are left out below
         # A host whose last page is not committed yet is never dropped: a replay of that page
         # after a crash would find no state and decide it as a new host's first page.
         candidates = [e for e in entries if e.last_page < committed[e.host]]
         expired = choose_expired(candidates, self.policy, now_ms, page_now)
         self._scan_s = time.perf_counter() - t0
-        for n, x in enumerate(expired, 1):
-            await self._drop_host(partition_of[x.entry.host], x)
-            if n % SWEEP_DROPS == 0:
+        dropped: list[Expired] = []
+        for x in expired:
+            partition = partition_of[x.entry.host]
+            # The event loop ran between chunks and between drops: a partition revoked meanwhile
+            # is another worker's now, and so are its hosts (their tombstones would reach its
+            # changelog).
+            if partition not in self._raw_partitions():
+                continue
+            await self._drop_host(partition, x)
+            dropped.append(x)
+            if len(dropped) % SWEEP_DROPS == 0:
                 await asyncio.sleep(0)  # a sweep that drops tens of thousands of hosts lets the loop run
-        kept = len(entries) - len(expired)
-        kept_bytes = sum(e.state_bytes for e in entries) - sum(x.entry.state_bytes for x in expired)
+        kept = len(entries) - len(dropped)
+        kept_bytes = sum(e.state_bytes for e in entries) - sum(x.entry.state_bytes for x in dropped)
         self.metrics.set_store_size(kept, kept_bytes)
-        if expired or entries:
+        if dropped or entries:
             logger.info("expiry sweep: %d hosts in %d partitions, %d dropped, %d bytes kept, %.3f s",
-                        len(entries), len(raw_tps), len(expired), kept_bytes, time.perf_counter() - t0)
-        return expired
+                        len(entries), len(raw_tps), len(dropped), kept_bytes, time.perf_counter() - t0)
+        return dropped
+
+    def _raw_partitions(self) -> set[int]:
+        """The pages.raw partitions assigned to this worker now."""
+        return {tp.partition for tp in self.app.consumer.assignment() if tp.topic == self.settings.topic_raw}
 
     async def _drop_host(self, partition: int, x: Expired) -> None:
         host = x.entry.host
