@@ -187,30 +187,20 @@ def block_decisions_python(
     )
     template = [False] * n
     method = [METHOD_TABLE] * n
+    layout = novelty is not None and presence is not None
     for i in range(n):
         t = tchars[i]
         by_table = t > max_ratio * chars[i] if t else False
         by_pagelet = outright is not None and outright[i] == 1
-        if (
-            inside[i]
-            and novelty is not None
-            and presence is not None
-            and (novelty[i] >= layout_novelty or presence[i] < layout_presence)
-        ):
+        on_layout = layout and novelty[i] < layout_novelty and presence[i] >= layout_presence  # type: ignore[index]
+        if inside[i] and layout and not on_layout:
             continue  # repetition inside the content region, off the host's layout: content
         if by_table:
             template[i] = True
         elif by_pagelet:
             template[i] = True
             method[i] = METHOD_PAGELET
-        elif (
-            nodes is not None
-            and not inside[i]
-            and novelty is not None
-            and presence is not None
-            and novelty[i] < layout_novelty
-            and presence[i] >= layout_presence
-        ):
+        elif nodes is not None and not inside[i] and on_layout:
             template[i] = True  # outside the region, at one of the host's layout paths
     if scores is not None:
         keep_below = 0.0  # new prose outside the region scoring up to this stays

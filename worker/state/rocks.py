@@ -43,16 +43,21 @@ def _key(prefix: bytes, host: str) -> bytes:
     return prefix + host.encode("utf-8", "surrogatepass")
 
 
-def scan_prefix(db: Rdict, prefix: bytes) -> dict[bytes, bytes]:
-    """Every record of a raw-mode database whose key starts with `prefix` (one range scan)."""
-    out: dict[bytes, bytes] = {}
-    for key, value in db.items(from_key=prefix):
+def iter_prefix(db: Rdict, prefix: bytes, after: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """The records of a raw-mode database whose key starts with `prefix`, in key order (one
+    range scan); with `after`, from the first key past it."""
+    for key, value in db.items(from_key=prefix if after is None else after):
         # raw_mode: keys and values are bytes (rocksdict's stubs type them as any value).
         assert isinstance(key, bytes) and isinstance(value, bytes)
         if not key.startswith(prefix):
-            break
-        out[key] = value
-    return out
+            return
+        if key != after:
+            yield key, value
+
+
+def scan_prefix(db: Rdict, prefix: bytes) -> dict[bytes, bytes]:
+    """Every record of a raw-mode database whose key starts with `prefix` (one range scan)."""
+    return dict(iter_prefix(db, prefix))
 
 
 def read_table(db: Rdict, path: Path | str, host: str, params: TableParams) -> HostTable | None:

@@ -198,7 +198,6 @@ class StreamWorker:
         self._assigned = False
         self._assigned_at = time.monotonic()
         self._last_sweep = time.monotonic()
-        self._sweep_wait = settings.expiry_sweep_s  # raised after a long sweep (_maybe_sweep)
         self._scan_s = 0.0  # how long the last sweep took to read the index entries and choose
         self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
@@ -694,17 +693,16 @@ class StreamWorker:
         if not self.policy.expires:
             return
         now = time.monotonic()
-        if now - self._last_sweep < self._sweep_wait:
-            return
-        self._last_sweep = now
-        await self.sweep(int(time.time() * 1000))
         # A sweep reads every host's index entry: its time grows with the hosts held (0.8 s for
         # 190,000 in the million-host benchmark). The next one waits at least SWEEP_SPACING times
         # as long as that reading took, so that it takes at most a twentieth of the worker's time
         # at any size. (Dropping the hosts it chose is not counted: that work follows the pages
         # that brought new hosts, and counting it would space the sweeps further the more there is
         # to drop, letting the state run further over its budget each time.)
-        self._sweep_wait = max(self.settings.expiry_sweep_s, SWEEP_SPACING * self._scan_s)
+        if now - self._last_sweep < max(self.settings.expiry_sweep_s, SWEEP_SPACING * self._scan_s):
+            return
+        self._last_sweep = now
+        await self.sweep(int(time.time() * 1000))
 
     async def sweep(self, now_ms: int) -> list[Expired]:
         """Drop the hosts of this worker's partitions that expiry or the byte budget picks."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -130,17 +131,9 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         order, from the first key after `after` (None: from the start): a scan taken a chunk at
         a time, each with an iterator of its own, so that a caller can give the event loop a turn
         between chunks without holding an iterator across it."""
-        out: list[tuple[bytes, bytes]] = []
-        for key, value in self._db_for_partition(partition).items(from_key=prefix if after is None else after):
-            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
-            if not key.startswith(prefix):
-                break
-            if key == after:
-                continue
-            out.append((key, value))
-            if len(out) >= limit:
-                break
-        return out
+        from ..state.rocks import iter_prefix
+
+        return list(islice(iter_prefix(self._db_for_partition(partition), prefix, after), limit))
 
     def keys_with_prefix(self, partition: int, prefix: bytes) -> list[bytes]:
         """The keys of a partition's database that start with `prefix`."""

@@ -1601,7 +1601,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
     cdef list template = [False] * n, method = [by_table] * n
     cdef bint has_region = nodes is not None, layout = novelty is not None and presence is not None
     cdef bint has_scores = scores is not None, has_novel = has_region and novel is not None
-    cdef bint leveled = has_scores and (inner_ratio > 0.0 or outer_ratio > 0.0), wanted = False
+    cdef bint leveled = has_scores and (inner_ratio > 0.0 or outer_ratio > 0.0), wanted = False, on_layout
     cdef const unsigned char *out = NULL
     cdef unsigned char *kind  # per block: _INSIDE, _LINKS, _PROSE bits
     cdef Py_ssize_t *model_inside
@@ -1643,7 +1643,8 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                 sc[i] = scores[i]
         for i in range(n):
             t = tchars[i]
-            if kind[i] & _INSIDE and layout and (<double>novelty[i] >= layout_novelty or <double>presence[i] < layout_presence):
+            on_layout = layout and <double>novelty[i] < layout_novelty and <double>presence[i] >= layout_presence
+            if kind[i] & _INSIDE and layout and not on_layout:
                 pass  # repetition inside the content region, off the host's layout: content
             elif t and <double>t > max_ratio * <double>(<Py_ssize_t>chars[i]):
                 template[i] = True
@@ -1652,8 +1653,7 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
                 template[i] = True
                 method[i] = by_pagelet
                 continue
-            elif has_region and not kind[i] & _INSIDE and layout and <double>novelty[i] < layout_novelty \
-                    and <double>presence[i] >= layout_presence:
+            elif has_region and not kind[i] & _INSIDE and on_layout:
                 template[i] = True  # outside the region, at one of the host's layout paths
                 continue
             if not leveled:
