@@ -309,3 +309,47 @@ def test_outside_the_region_new_prose_as_content_like_as_the_regions_text_stays(
     ballot.scores = np.asarray([0.1, 0.3, 0.3])
     ballot.novel = [ballot.novel[0], 0, ballot.novel[2]]
     assert decide_blocks(ballot, PARAMS).template == [False, True, True]
+
+
+COMMENTS = (
+    "<div class='comments-area'><h3>3 thoughts on this</h3><ol class='commentlist'>"
+    "<li class='comment'><p>I tried this on my own machine and it worked well, thanks for the write-up.</p></li>"
+    "<li class='comment'><p>Does the second step still apply to the newer release of the library?</p></li>"
+    "<li class='comment'><p>Great article, I shared it with my whole team this morning.</p></li></ol></div>"
+)
+
+
+def _article(i: int) -> str:
+    return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
+
+
+@pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
+def test_a_comments_section_leaves_the_text_with_its_role(params: EngineParams) -> None:
+    # Readers' comments are page-specific text that the page-level model (trained on
+    # repetition) and the table take for content: the markup names their section.
+    table = HostTable(params.table)
+    for i in range(3):  # a cold page, then warm ones
+        html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1><p>{_article(i)}</p>" \
+               f"</article>{COMMENTS.replace('this', f'post {i}')}{FOOTER}</body></html>"
+        out = decide(RawPage(f"https://blog.example/p{i}", html, "blog.example"), table, params)
+        assert out.clean is not None
+        assert f"Paragraph {i} sentence 11" in out.clean.text  # the article whose class says it has comments stays
+        assert "shared it with my whole team" not in out.clean.text
+        roles = {(b.verdict, b.role) for b in out.clean.blocks if "Great article" in b.text}
+        assert roles == {(TEMPLATE, ROLE_COMMENTS)}
+        roles = {(b.verdict, b.role) for b in out.clean.blocks if f"Paragraph {i} sentence 11" in b.text}
+        assert roles == {(CONTENT, ROLE_MAIN)}
+
+
+def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None:
+    # A documentation comment ("tsd-comment"), a section whose id is its heading's words, and
+    # a page wrapper whose class says the site uses comments (it holds the main text).
+    doc = (
+        "<html><body class='use-disqus'><main><section id='comments'><h2>Comments</h2>"
+        "<p>A comment in code starts with a hash sign and runs to the end of the line.</p></section>"
+        f"<div class='tsd-comment'><p>Reads a block of words from a register, one at a time.</p></div>"
+        f"<p>{_article(0)}</p></main></body></html>"
+    )
+    out = decide(RawPage("https://docs.example/a", doc, "docs.example"), HostTable(NO_MODEL.table), NO_MODEL)
+    assert out.clean is not None
+    assert all(b.verdict == CONTENT and b.role == ROLE_MAIN for b in out.clean.blocks)

@@ -44,11 +44,17 @@ scores high, and a photo caption on a news site, whose article scores a thousand
 lower. Read against the page's own text, a score says how unlike the page's content a
 block is (docs/region.md, "The model against the page's own text").
 
+On every page, cold or warm, a block inside a comments section leaves the text whatever
+else said: an element whose class names one (page/cues.py `F_COMMENTS`: "comments",
+"commentlist", "disqus") and that does not hold the page's main text (`comments_blocks`).
+Readers' comments are page-specific, so the table never removes them, and the model,
+trained on a crawl's repetition, scores them as content.
+
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
-for repetition, or by the model where nothing says it is page-specific), or, for text
-the model removed that is new to the host (page-specific, not main content):
-``comments`` and ``related`` (by the class/id words around it, a link list for related)
-or ``other``.
+for repetition, or by the model where nothing says it is page-specific), ``comments`` (in
+a comments section), or, for text the model removed that is new to the host
+(page-specific, not main content): ``related`` (by the class/id words around it, or a link
+list) or ``other``.
 
 `decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
 replays it over recorded ballots to choose parameters leave-one-corpus-out.
@@ -57,15 +63,18 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from .detectors.base import Ballot
-from .model import METHOD_COLD, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
 from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
 from .params import EngineParams, PageLevelParams
+
+if TYPE_CHECKING:
+    from .page.tree import PageTree
 
 ROLE_MAIN = "main"
 ROLE_TEMPLATE = "template"
@@ -125,7 +134,7 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
     plp = params.pagelevel
     if decided_cold(ballot, params):
-        return _cold(ballot, scores, chars, plp, roles)
+        return _cold(ballot, scores, chars, plp, roles, comments_blocks(ballot.cues))
     cues = ballot.cues
     rp = params.region
     if rp.enabled and cues is not None and ballot.region is not None:
@@ -147,7 +156,48 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         template, method = block_decisions_python(*args)
     else:  # the same loops, compiled (page/_walk.pyx block_decisions)
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
-    return BlockDecisions(template, method, _roles(ballot, template, method, warm=True) if roles else [])
+    comments = comments_blocks(cues)
+    if comments:
+        _set_aside(comments, template, method)
+    return BlockDecisions(template, method, _roles(ballot, template, method, True, comments) if roles else [])
+
+
+def comments_blocks(cues: PageTree | None) -> list[int]:
+    """The blocks in a comments section: inside an element whose class names one
+    (page/cues.py F_COMMENTS) that does not hold the page's main text, the block with the most
+    plain (non-link) text, as the page-level model takes it (an article whose element says
+    it has comments is no comments section)."""
+    if cues is None:
+        return []
+    flags = cues.flags
+    nodes = cues.node_of_block
+    flagged = [i for i, node in enumerate(nodes) if flags[node] & _COMMENT_BITS]
+    if not flagged:
+        return flagged
+    node_chars, node_achars = cues.chars, cues.achars
+    plain = [node_chars[node] - node_achars[node] for node in nodes]
+    main = nodes[plain.index(max(plain))]
+    parent, end = cues.parent, cues.end
+    out = []
+    for i in flagged:
+        at = nodes[i]
+        while at > 0:
+            bits = flags[at]
+            if bits & F_COMMENTS and not at <= main < end[at]:
+                out.append(i)
+                break
+            if not bits & F_IN_COMMENTS:
+                break  # no enclosing element names a comments section
+            at = parent[at]
+    return out
+
+
+def _set_aside(comments: list[int], template: list[bool], method: list[str]) -> None:
+    """A comments section's blocks leave the page's text, whatever the other evidence said."""
+    for i in comments:
+        if not template[i]:
+            template[i] = True
+            method[i] = METHOD_MARKUP
 
 
 def block_decisions_python(
@@ -280,12 +330,17 @@ def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelPara
 
 
 def _cold(
-    ballot: Ballot, scores: list[float] | None, chars: list[int], plp: PageLevelParams, roles: bool
+    ballot: Ballot, scores: list[float] | None, chars: list[int], plp: PageLevelParams, roles: bool,
+    comments: list[int],
 ) -> BlockDecisions:
-    """A host's first page: the page-level model alone, or the page whole without it."""
+    """A host's first page: the page-level model alone, or the page whole without it; its
+    comments sections set aside either way."""
     n = len(chars)
     if scores is None:
-        return BlockDecisions([False] * n, [METHOD_COLD] * n, [ROLE_MAIN] * n)
+        template, method = [False] * n, [METHOD_COLD] * n
+        if comments:
+            _set_aside(comments, template, method)
+        return BlockDecisions(template, method, _roles(ballot, template, method, False, comments) if roles else [])
     # The guard reads the model at its lowest threshold: a model that would remove nearly all
     # of a page there has misread the page, whatever a higher threshold would leave of it.
     floor = cold_bounds(plp)[0]
@@ -296,24 +351,29 @@ def _cold(
         threshold = cold_threshold(scores, chars, plp)
         template = [s > threshold for s in scores]
     method = [METHOD_PAGELEVEL] * n
-    return BlockDecisions(template, method, _roles(ballot, template, method, warm=False) if roles else [])
+    if comments:
+        _set_aside(comments, template, method)
+    return BlockDecisions(template, method, _roles(ballot, template, method, False, comments) if roles else [])
 
 
-def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool) -> list[str]:
+def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, comments: list[int]) -> list[str]:
     """Each block's role (see the module's docstring)."""
     roles = [ROLE_MAIN] * len(template)
     cues = ballot.cues
     novel = ballot.novel
     chars = ballot.tally().chars
+    in_comments = set(comments)
     for i, t in enumerate(template):
         if not t:
             continue
         role = ROLE_TEMPLATE
-        if method[i] == METHOD_PAGELEVEL and cues is not None:
+        if method[i] == METHOD_MARKUP:
+            role = ROLE_COMMENTS
+        elif method[i] == METHOD_PAGELEVEL and cues is not None:
             node = cues.node_of_block[i]
             flags = cues.flags[node]
             page_specific = not warm or (novel is not None and 2 * novel[i] >= chars[i])
-            if flags & _COMMENT_BITS:
+            if i in in_comments:
                 role = ROLE_COMMENTS
             elif flags & _RELATED_BITS:
                 role = ROLE_RELATED

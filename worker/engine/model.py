@@ -20,6 +20,7 @@ METHOD_TABLE = "table"  # the host's segment table had learned enough to judge i
 METHOD_COLD = "cold"  # the host had shown too few pages: nothing could be learned yet
 METHOD_PAGELEVEL = "pagelevel"  # the page-level model judged it from the page alone
 METHOD_PAGELET = "pagelet"  # it lies in a template pagelet (pagelets.enabled), which the table alone kept
+METHOD_MARKUP = "markup"  # the page's markup names its element a comments section (engine/decision.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class BlockVerdict(NamedTuple):
     template_chars: int  # length of its segments that are template segments
     ratio: float  # template_chars / chars
     verdict: str  # CONTENT (in the clean page's text) or TEMPLATE (not)
-    method: str  # METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL or METHOD_COLD: what decided it
+    method: str  # METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_MARKUP or METHOD_COLD
     role: str = "main"  # main (content); template; or page-specific text that is not main content:
     #                     comments, related (links to other pages), other (engine/decision.py)
 
