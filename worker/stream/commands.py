@@ -184,6 +184,13 @@ def _worker(args: argparse.Namespace) -> int:
     import faust
 
     from .app import build_app
+    from .heap import MMAP_THRESHOLD, bound_large_blocks, operator_set
+
+    if bound_large_blocks():  # before RocksDB allocates its first memtable: see stream/heap.py
+        logger.info("malloc: blocks of %d bytes or more mapped on their own (glibc mmap threshold fixed)",
+                    MMAP_THRESHOLD)
+    elif not operator_set():
+        logger.info("malloc: mmap threshold left as it is (not glibc)")
 
     app, logic = build_app(settings, settings.engine_params())
     segment = logic.params.segment
