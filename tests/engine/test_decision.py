@@ -319,35 +319,47 @@ COMMENTS = (
 )
 
 
+RELATED = (  # other stories: new ones on every page
+    "<div class='related-posts'><h3>More on this topic</h3><p>Why the {a} changed its course last spring "
+    "and what the village of {b} did about it.</p></div>"
+)
+
+
 def _article(i: int) -> str:
     return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
 
 
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
-def test_a_comments_section_leaves_the_text_with_its_role(params: EngineParams) -> None:
-    # Readers' comments are page-specific text that the page-level model (trained on
-    # repetition) and the table take for content: the markup names their section.
+def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams) -> None:
+    # Readers' comments and a box of other stories are page-specific text that the page-level
+    # model (trained on repetition) and the table take for content: the markup names them.
     table = HostTable(params.table)
     for i in range(3):  # a cold page, then warm ones
         html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1><p>{_article(i)}</p>" \
-               f"</article>{COMMENTS.replace('this', f'post {i}')}{FOOTER}</body></html>"
+               f"</article>{RELATED.format(a=WORDS[i], b=WORDS[-i - 1])}{COMMENTS.replace('this', f'post {i}')}" \
+               f"{FOOTER}</body></html>"
         out = decide(RawPage(f"https://blog.example/p{i}", html, "blog.example"), table, params)
         assert out.clean is not None
         assert f"Paragraph {i} sentence 11" in out.clean.text  # the article whose class says it has comments stays
         assert "shared it with my whole team" not in out.clean.text
         roles = {(b.verdict, b.role) for b in out.clean.blocks if "Great article" in b.text}
         assert roles == {(TEMPLATE, ROLE_COMMENTS)}
+        roles = {(b.verdict, b.role) for b in out.clean.blocks if "what the village" in b.text}
+        assert roles == {(TEMPLATE, ROLE_RELATED)}
         roles = {(b.verdict, b.role) for b in out.clean.blocks if f"Paragraph {i} sentence 11" in b.text}
         assert roles == {(CONTENT, ROLE_MAIN)}
 
 
 def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None:
-    # A documentation comment ("tsd-comment"), a section whose id is its heading's words, and
-    # a page wrapper whose class says the site uses comments (it holds the main text).
+    # A documentation comment ("tsd-comment"), sections whose id is their heading's words, a
+    # "read more" admonition, and a page wrapper whose class says the site uses comments (it
+    # holds the main text).
     doc = (
         "<html><body class='use-disqus'><main><section id='comments'><h2>Comments</h2>"
         "<p>A comment in code starts with a hash sign and runs to the end of the line.</p></section>"
         f"<div class='tsd-comment'><p>Reads a block of words from a register, one at a time.</p></div>"
+        "<section id='recommending'><p>Recommending items to a user takes a trained pipeline.</p></section>"
+        "<div class='readmore admonition'><p>See also the chapter on waves for the same idea.</p></div>"
         f"<p>{_article(0)}</p></main></body></html>"
     )
     out = decide(RawPage("https://docs.example/a", doc, "docs.example"), HostTable(NO_MODEL.table), NO_MODEL)

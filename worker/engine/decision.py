@@ -35,7 +35,8 @@ a block is template above `pagelevel.cold_ratio` times the page's text level (at
 `pagelevel.cold_quantile`), kept between `pagelevel.cold_floor` and `pagelevel.threshold`;
 unless at `cold_floor` it would remove more than `pagelevel.cold_max_removed_share` of the
 page's text (then it has misread the page, which stays whole).
-Without the model, a cold page is kept whole. The block with the page's most plain text is
+Without the model, a cold page is kept whole (but for the sections its markup names, below).
+The block with the page's most plain text is
 never template by the model.
 
 Why a text level: the model's scores are calibrated on a crawl, not on the page at hand.
@@ -44,17 +45,17 @@ scores high, and a photo caption on a news site, whose article scores a thousand
 lower. Read against the page's own text, a score says how unlike the page's content a
 block is (docs/region.md, "The model against the page's own text").
 
-On every page, cold or warm, a block inside a comments section leaves the text whatever
-else said: an element whose class names one (page/cues.py `F_COMMENTS`: "comments",
-"commentlist", "disqus") and that does not hold the page's main text (`comments_blocks`).
-Readers' comments are page-specific, so the table never removes them, and the model,
-trained on a crawl's repetition, scores them as content.
+On every page, cold or warm, a block inside a comments section or a box of links to other
+pages leaves the text whatever else said: an element whose class names one (page/cues.py
+`F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`: "related", "recommend",
+"most-read", ...) and that does not hold the page's main text (`aside_blocks`). Readers'
+comments and other stories are page-specific, so the table never removes them, and the
+model, trained on a crawl's repetition, scores them as content.
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
-for repetition, or by the model where nothing says it is page-specific), ``comments`` (in
-a comments section), or, for text the model removed that is new to the host
-(page-specific, not main content): ``related`` (by the class/id words around it, or a link
-list) or ``other``.
+for repetition, or by the model where nothing says it is page-specific), ``comments`` or
+``related`` (in such a section), or, for other text the model removed that is new to the
+host (page-specific, not main content): ``related`` (mostly links) or ``other``.
 
 `decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
 replays it over recorded ballots to choose parameters leave-one-corpus-out.
@@ -83,8 +84,9 @@ ROLE_RELATED = "related"
 ROLE_OTHER = "other"
 ROLES = (ROLE_MAIN, ROLE_TEMPLATE, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER)
 
-_COMMENT_BITS = F_COMMENTS | F_IN_COMMENTS
-_RELATED_BITS = F_RELATED | F_IN_RELATED
+_SECTION_BITS = F_COMMENTS | F_RELATED  # the element's own class names such a section
+_IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED  # an enclosing element's does
+_ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 
 
 class BlockDecisions(NamedTuple):
@@ -134,7 +136,7 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
     plp = params.pagelevel
     if decided_cold(ballot, params):
-        return _cold(ballot, scores, chars, plp, roles, comments_blocks(ballot.cues))
+        return _cold(ballot, scores, chars, plp, roles, aside_blocks(ballot.cues))
     cues = ballot.cues
     rp = params.region
     if rp.enabled and cues is not None and ballot.region is not None:
@@ -156,45 +158,47 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         template, method = block_decisions_python(*args)
     else:  # the same loops, compiled (page/_walk.pyx block_decisions)
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
-    comments = comments_blocks(cues)
-    if comments:
-        _set_aside(comments, template, method)
-    return BlockDecisions(template, method, _roles(ballot, template, method, True, comments) if roles else [])
+    aside = aside_blocks(cues)
+    if aside:
+        _set_aside(aside, template, method)
+    return BlockDecisions(template, method, _roles(ballot, template, method, True, aside) if roles else [])
 
 
-def comments_blocks(cues: PageTree | None) -> list[int]:
-    """The blocks in a comments section: inside an element whose class names one
-    (page/cues.py F_COMMENTS) that does not hold the page's main text, the block with the most
-    plain (non-link) text, as the page-level model takes it (an article whose element says
-    it has comments is no comments section)."""
+def aside_blocks(cues: PageTree | None) -> dict[int, str]:
+    """The blocks in a section that is not the page's main content, with the section's role:
+    inside an element whose class names a comments section or a box of links to other pages
+    (page/cues.py F_COMMENTS, F_RELATED) and that does not hold the page's main text, the block
+    with the most plain (non-link) text, as the page-level model takes it (an article whose
+    element says it has comments is no comments section). The nearest such element names
+    the role."""
     if cues is None:
-        return []
+        return {}
     flags = cues.flags
     nodes = cues.node_of_block
-    flagged = [i for i, node in enumerate(nodes) if flags[node] & _COMMENT_BITS]
+    flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
     if not flagged:
-        return flagged
+        return {}
     node_chars, node_achars = cues.chars, cues.achars
     plain = [node_chars[node] - node_achars[node] for node in nodes]
     main = nodes[plain.index(max(plain))]
     parent, end = cues.parent, cues.end
-    out = []
+    out = {}
     for i in flagged:
         at = nodes[i]
         while at > 0:
             bits = flags[at]
-            if bits & F_COMMENTS and not at <= main < end[at]:
-                out.append(i)
+            if bits & _SECTION_BITS and not at <= main < end[at]:
+                out[i] = ROLE_COMMENTS if bits & F_COMMENTS else ROLE_RELATED
                 break
-            if not bits & F_IN_COMMENTS:
-                break  # no enclosing element names a comments section
+            if not bits & _IN_SECTION_BITS:
+                break  # no enclosing element names such a section
             at = parent[at]
     return out
 
 
-def _set_aside(comments: list[int], template: list[bool], method: list[str]) -> None:
-    """A comments section's blocks leave the page's text, whatever the other evidence said."""
-    for i in comments:
+def _set_aside(aside: dict[int, str], template: list[bool], method: list[str]) -> None:
+    """The blocks of such sections leave the page's text, whatever the other evidence said."""
+    for i in aside:
         if not template[i]:
             template[i] = True
             method[i] = METHOD_MARKUP
@@ -331,16 +335,16 @@ def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelPara
 
 def _cold(
     ballot: Ballot, scores: list[float] | None, chars: list[int], plp: PageLevelParams, roles: bool,
-    comments: list[int],
+    aside: dict[int, str],
 ) -> BlockDecisions:
     """A host's first page: the page-level model alone, or the page whole without it; its
-    comments sections set aside either way."""
+    comments and related sections set aside either way."""
     n = len(chars)
     if scores is None:
         template, method = [False] * n, [METHOD_COLD] * n
-        if comments:
-            _set_aside(comments, template, method)
-        return BlockDecisions(template, method, _roles(ballot, template, method, False, comments) if roles else [])
+        if aside:
+            _set_aside(aside, template, method)
+        return BlockDecisions(template, method, _roles(ballot, template, method, False, aside) if roles else [])
     # The guard reads the model at its lowest threshold: a model that would remove nearly all
     # of a page there has misread the page, whatever a higher threshold would leave of it.
     floor = cold_bounds(plp)[0]
@@ -351,32 +355,28 @@ def _cold(
         threshold = cold_threshold(scores, chars, plp)
         template = [s > threshold for s in scores]
     method = [METHOD_PAGELEVEL] * n
-    if comments:
-        _set_aside(comments, template, method)
-    return BlockDecisions(template, method, _roles(ballot, template, method, False, comments) if roles else [])
+    if aside:
+        _set_aside(aside, template, method)
+    return BlockDecisions(template, method, _roles(ballot, template, method, False, aside) if roles else [])
 
 
-def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, comments: list[int]) -> list[str]:
+def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, aside: dict[int, str]) -> list[str]:
     """Each block's role (see the module's docstring)."""
     roles = [ROLE_MAIN] * len(template)
     cues = ballot.cues
     novel = ballot.novel
     chars = ballot.tally().chars
-    in_comments = set(comments)
     for i, t in enumerate(template):
         if not t:
             continue
         role = ROLE_TEMPLATE
         if method[i] == METHOD_MARKUP:
-            role = ROLE_COMMENTS
+            role = aside[i]
         elif method[i] == METHOD_PAGELEVEL and cues is not None:
             node = cues.node_of_block[i]
-            flags = cues.flags[node]
             page_specific = not warm or (novel is not None and 2 * novel[i] >= chars[i])
-            if i in in_comments:
-                role = ROLE_COMMENTS
-            elif flags & _RELATED_BITS:
-                role = ROLE_RELATED
+            if i in aside:
+                role = aside[i]
             elif warm and page_specific:
                 role = ROLE_RELATED if 2 * cues.achars[node] >= cues.chars[node] else ROLE_OTHER
         roles[i] = role

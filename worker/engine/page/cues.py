@@ -54,9 +54,9 @@ F_IN_LIST = 512
 F_IN_MAIN = 1024  # main or article element
 F_IN_TABLE = 2048
 F_IN_A = 4096  # (walk only) inside an anchor
-# Role words in the element's own class (comments sections) or class/id (related links),
-# which the walk shifts left by 2 to pass them on as the enclosing ones: what a block that is
-# no main content is (comments, links to other pages of the site), see engine/decision.py.
+# Section words in the element's own class (a comments section, a box of links to other
+# pages), which the walk shifts left by 2 to pass them on as the enclosing ones: what a block
+# that is no main content is, see engine/decision.py.
 F_COMMENTS = 1 << 13
 F_RELATED = 1 << 14
 F_IN_COMMENTS = F_COMMENTS << 2
@@ -127,18 +127,17 @@ def _hint_re(words: frozenset[str], parts: tuple[str, ...]) -> re.Pattern[str]:
 
 _TEMPLATE_RE = _hint_re(TEMPLATE_WORDS, _TEMPLATE_PARTS)
 _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
-# A comments section by its class: a container of readers' comments (WordPress's
-# "comments-area" and "commentlist", Disqus's "dsq-comments"), not one comment's element,
-# whose singular word also names documentation comments ("tsd-comment") and an article that
-# has comments ("commented"). The id is not read: a section's id is often its heading's words
-# ("comments" on a page about comments in code). Measured in docs/measurements.md
-# ("Comments sections").
+# Sections of a page that are not its main content, by their class: a container of readers'
+# comments (WordPress's "comments-area" and "commentlist", Disqus's "dsq-comments"), not one
+# comment's element, whose singular word also names documentation comments ("tsd-comment")
+# and an article that has comments ("commented"); and a box of links to other pages
+# (related, recommended, popular, most-read stories, the ad networks' "outbrain" and
+# "taboola" boxes). The id is not read: a section's id is often its heading's words
+# ("comments" on a page about comments in code, "recommending" in a recommender library's
+# guide); nor weaker words ("read-more" names a documentation admonition, "teaser" a blog
+# index's posts). Measured in docs/measurements.md ("Comments and related sections").
 _COMMENTS_CLASS_RE = re.compile(r"comments|comment[-_]?list|disqus")
-RELATED_WORDS = frozenset(
-    """related popular trending recommended recommendations recommend mostread most-read more-stories
-    readmore read-more teaser teasers headlines latest outbrain taboola also-read""".split()
-)
-_RELATED_RE = _hint_re(RELATED_WORDS, ("related", "popular", "trending", "recommend"))
+_RELATED_CLASS_RE = re.compile(r"related|recommend|popular|trending|most-?read|more-stories|outbrain|taboola|also-read")
 
 
 HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
@@ -186,9 +185,10 @@ def hints(pair: tuple[str, str]) -> int:
     flags = F_THINT if _TEMPLATE_RE.search(text) else 0
     if _CONTENT_RE.search(text):
         flags |= F_CHINT
-    if _COMMENTS_CLASS_RE.search(pair[0].lower()):
+    cls = pair[0].lower()
+    if _COMMENTS_CLASS_RE.search(cls):
         flags |= F_COMMENTS
-    if _RELATED_RE.search(text):
+    if _RELATED_CLASS_RE.search(cls):
         flags |= F_RELATED
     if len(text) <= HINTS_MAX_CHARS:
         if len(HINTS) >= HINTS_MAX:
