@@ -56,6 +56,8 @@ class StreamSettings:
         table left is rebuilt from its snapshot and deltas in RocksDB on its next page.
     rocksdb_cache_mb: RocksDB's block cache of each partition's store, MB (Faust's own default
         is 2 GB a partition, which a worker of many partitions could not hold).
+    rocksdb_write_buffer_mb: RocksDB's write buffer (memtable) of each partition's store, MB;
+        up to 3 fill before a flush (Faust's own default is 64 MB).
     metrics_host / metrics_port: where /metrics, /healthz and /readyz answer (detemplate.stream.metrics);
         port 0 picks a free port, -1 runs no server. 8780 is outside the Prometheus exporters'
         range (9100-9999, all allocated; 9100 is node_exporter's), as Prometheus advises for an
@@ -121,6 +123,7 @@ class StreamSettings:
     max_fetch_bytes: int = 8 * 1024 * 1024
     cache_hosts: int = 4096
     rocksdb_cache_mb: int = 64
+    rocksdb_write_buffer_mb: int = 16
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8780
     max_message_bytes: int = 1_000_000
@@ -148,6 +151,8 @@ class StreamSettings:
             raise ConfigError("cache_hosts must be at least 1")
         if self.rocksdb_cache_mb < 1:
             raise ConfigError("rocksdb_cache_mb must be at least 1")
+        if self.rocksdb_write_buffer_mb < 1:
+            raise ConfigError("rocksdb_write_buffer_mb must be at least 1")
         if self.snapshot_every < 2:
             raise ConfigError("snapshot_every must be at least 2")
         if self.heartbeat_s <= 0 or self.session_timeout_s <= self.heartbeat_s:

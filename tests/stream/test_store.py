@@ -161,16 +161,21 @@ def test_the_next_expiry_sweep_waits_twenty_times_as_long_as_the_last_one_read(
     assert gaps and all(10.0 <= g <= 10.7 for g in gaps), gaps
 
 
-def test_each_partition_store_gets_the_block_cache_the_settings_give(tmp_path: Path) -> None:
-    _, logic = build_app(StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1, rocksdb_cache_mb=48))
+def test_each_partition_store_gets_the_block_cache_and_write_buffer_the_settings_give(tmp_path: Path) -> None:
+    settings = StreamSettings(data_dir=str(tmp_path), partitions=2, metrics_port=-1, rocksdb_cache_mb=48,
+                              rocksdb_write_buffer_mb=8)
+    _, logic = build_app(settings)
     store = logic.state.data
     assert isinstance(store, CheckedRocksDBStore)
     assert store.rocksdb_options.block_cache_size == 48 * 1024 * 1024
+    assert store.rocksdb_options.write_buffer_size == 8 * 1024 * 1024
     db = store._open_for_partition(0)  # opens with those options
     db.put(b"k", b"v")
     assert db.get(b"k") == b"v"
     default = StreamSettings(data_dir=str(tmp_path / "d"), partitions=2, metrics_port=-1)
-    assert build_app(default)[1].state.data.rocksdb_options.block_cache_size == 64 * 1024 * 1024
+    options = build_app(default)[1].state.data.rocksdb_options
+    assert options.block_cache_size == 64 * 1024 * 1024
+    assert options.write_buffer_size == default.rocksdb_write_buffer_mb * 1024 * 1024
 
 
 def test_a_sweep_drops_no_host_of_a_partition_revoked_while_it_ran(

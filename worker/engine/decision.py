@@ -36,8 +36,7 @@ a block is template above `pagelevel.cold_ratio` times the page's text level (at
 unless at `cold_floor` it would remove more than `pagelevel.cold_max_removed_share` of the
 page's text (then it has misread the page, which stays whole).
 Without the model, a cold page is kept whole (but for the sections its markup names, below).
-The block with the page's most plain text is
-never template by the model.
+The block with the page's most plain text is never template by the model.
 
 Why a text level: the model's scores are calibrated on a crawl, not on the page at hand.
 The same templateness (0.05, say) is a docstring on a documentation site, whose text all
