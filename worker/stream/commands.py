@@ -186,12 +186,6 @@ def _worker(args: argparse.Namespace) -> int:
     from .app import build_app
     from .heap import MMAP_THRESHOLD, bound_large_blocks, operator_set
 
-    if bound_large_blocks():  # before RocksDB allocates its first memtable: see stream/heap.py
-        logger.info("malloc: blocks of %d bytes or more mapped on their own (glibc mmap threshold fixed)",
-                    MMAP_THRESHOLD)
-    elif not operator_set():
-        logger.info("malloc: mmap threshold left as it is (not glibc)")
-
     app, logic = build_app(settings, settings.engine_params())
     segment = logic.params.segment
     page.compiled.walker(segment.block_tags, segment.skip_tags)  # checked now, so the line below says the truth
@@ -202,6 +196,11 @@ def _worker(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"detemplate worker: {exc}", file=sys.stderr)
             return 2
+    if bound_large_blocks():  # before RocksDB allocates its first memtable: see stream/heap.py
+        logger.info("malloc: blocks of %d bytes or more mapped on their own (glibc mmap threshold fixed)",
+                    MMAP_THRESHOLD)
+    elif not operator_set():
+        logger.info("malloc: mmap threshold left as it is (not glibc)")
     logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
                 settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
