@@ -63,7 +63,7 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,10 +71,8 @@ from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
 from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
+from .page.tree import PageTree, main_block
 from .params import EngineParams, PageLevelParams
-
-if TYPE_CHECKING:
-    from .page.tree import PageTree
 
 ROLE_MAIN = "main"
 ROLE_TEMPLATE = "template"
@@ -133,11 +131,26 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     scores = ballot.scores
     if scores is not None:
         scores = scores.tolist()  # Python floats: indexing a numpy array block by block costs more
-    plp = params.pagelevel
-    if decided_cold(ballot, params):
-        return _cold(ballot, scores, chars, plp, roles, aside_blocks(ballot.cues))
+    warm = not decided_cold(ballot, params)
+    if warm:
+        template, method = _warm(ballot, params, chars, tally.template_chars, scores)
+    else:
+        template, method = _cold(scores, chars, params.pagelevel)
+    aside = aside_blocks(ballot.cues)
+    for i in aside:  # such a section's blocks leave the text, whatever the other evidence said
+        if not template[i]:
+            template[i] = True
+            method[i] = METHOD_MARKUP
+    return BlockDecisions(template, method, _roles(ballot, template, method, warm, aside) if roles else [])
+
+
+def _warm(
+    ballot: Ballot, params: EngineParams, chars: list[int], tchars: list[int], scores: list[float] | None
+) -> tuple[list[bool], list[str]]:
+    """A warm host's page: the table's evidence where the layout is, the model's beside it."""
     cues = ballot.cues
     rp = params.region
+    plp = params.pagelevel
     if rp.enabled and cues is not None and ballot.region is not None:
         first, end = region_nodes(ballot, rp.container_share)
         nodes: list[int] | None = cues.node_of_block
@@ -147,29 +160,24 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         nodes = None  # no block is inside a content region
         node_chars = node_achars = []
     args = (
-        chars, tally.template_chars, ballot.outright, nodes, node_chars, node_achars, ballot.novel, first, end,
+        chars, tchars, ballot.outright, nodes, node_chars, node_achars, ballot.novel, first, end,
         ballot.novelty, ballot.presence, scores,
         params.table.template_ratio, rp.layout_novelty, rp.layout_presence, plp.inner_threshold,
         plp.outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.outer_ratio, plp.region_quantile,
     )
     kernel = compiled.kernel("block_decisions")
     if kernel is None:
-        template, method = block_decisions_python(*args)
-    else:  # the same loops, compiled (page/_walk.pyx block_decisions)
-        template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
-    aside = aside_blocks(cues)
-    if aside:
-        _set_aside(aside, template, method)
-    return BlockDecisions(template, method, _roles(ballot, template, method, True, aside) if roles else [])
+        return block_decisions_python(*args)
+    # The same loops, compiled (page/_walk.pyx block_decisions).
+    return kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)  # type: ignore[no-any-return]
 
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     """The blocks in a section that is not the page's main content, with the section's role:
     inside an element whose class names a comments section or a box of links to other pages
-    (page/cues.py F_COMMENTS, F_RELATED) and that does not hold the page's main text, the block
-    with the most plain (non-link) text, as the page-level model takes it (an article whose
-    element says it has comments is no comments section). The nearest such element names
-    the role."""
+    (page/cues.py F_COMMENTS, F_RELATED) and that does not hold the page's main text
+    (page/tree.py `main_block`: an article whose element says it has comments is no comments
+    section). The nearest such element names the role."""
     if cues is None:
         return {}
     flags = cues.flags
@@ -177,9 +185,7 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
     if not flagged:
         return {}
-    node_chars, node_achars = cues.chars, cues.achars
-    plain = [node_chars[node] - node_achars[node] for node in nodes]
-    main = nodes[plain.index(max(plain))]
+    main = nodes[main_block(cues)]
     parent, end = cues.parent, cues.end
     out = {}
     for i in flagged:
@@ -193,14 +199,6 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
                 break  # no enclosing element names such a section
             at = parent[at]
     return out
-
-
-def _set_aside(aside: dict[int, str], template: list[bool], method: list[str]) -> None:
-    """The blocks of such sections leave the page's text, whatever the other evidence said."""
-    for i in aside:
-        if not template[i]:
-            template[i] = True
-            method[i] = METHOD_MARKUP
 
 
 def block_decisions_python(
@@ -332,18 +330,11 @@ def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelPara
     return min(ceiling, max(floor, plp.cold_ratio * text_level(scores, chars, plp.cold_quantile)))
 
 
-def _cold(
-    ballot: Ballot, scores: list[float] | None, chars: list[int], plp: PageLevelParams, roles: bool,
-    aside: dict[int, str],
-) -> BlockDecisions:
-    """A host's first page: the page-level model alone, or the page whole without it; its
-    comments and related sections set aside either way."""
+def _cold(scores: list[float] | None, chars: list[int], plp: PageLevelParams) -> tuple[list[bool], list[str]]:
+    """A host's first page: the page-level model alone, or the page whole without it."""
     n = len(chars)
     if scores is None:
-        template, method = [False] * n, [METHOD_COLD] * n
-        if aside:
-            _set_aside(aside, template, method)
-        return BlockDecisions(template, method, _roles(ballot, template, method, False, aside) if roles else [])
+        return [False] * n, [METHOD_COLD] * n
     # The guard reads the model at its lowest threshold: a model that would remove nearly all
     # of a page there has misread the page, whatever a higher threshold would leave of it.
     floor = cold_bounds(plp)[0]
@@ -353,10 +344,7 @@ def _cold(
     else:
         threshold = cold_threshold(scores, chars, plp)
         template = [s > threshold for s in scores]
-    method = [METHOD_PAGELEVEL] * n
-    if aside:
-        _set_aside(aside, template, method)
-    return BlockDecisions(template, method, _roles(ballot, template, method, False, aside) if roles else [])
+    return template, [METHOD_PAGELEVEL] * n
 
 
 def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, aside: dict[int, str]) -> list[str]:
@@ -369,14 +357,11 @@ def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, 
         if not t:
             continue
         role = ROLE_TEMPLATE
-        if method[i] == METHOD_MARKUP:
+        if i in aside and method[i] in (METHOD_MARKUP, METHOD_PAGELEVEL):
             role = aside[i]
-        elif method[i] == METHOD_PAGELEVEL and cues is not None:
+        elif method[i] == METHOD_PAGELEVEL and warm and cues is not None and novel is not None \
+                and 2 * novel[i] >= chars[i]:  # page-specific text
             node = cues.node_of_block[i]
-            page_specific = not warm or (novel is not None and 2 * novel[i] >= chars[i])
-            if i in aside:
-                role = aside[i]
-            elif warm and page_specific:
-                role = ROLE_RELATED if 2 * cues.achars[node] >= cues.chars[node] else ROLE_OTHER
+            role = ROLE_RELATED if 2 * cues.achars[node] >= cues.chars[node] else ROLE_OTHER
         roles[i] = role
     return roles

@@ -20,7 +20,7 @@ METHOD_TABLE = "table"  # the host's segment table had learned enough to judge i
 METHOD_COLD = "cold"  # the host had shown too few pages: nothing could be learned yet
 METHOD_PAGELEVEL = "pagelevel"  # the page-level model judged it from the page alone
 METHOD_PAGELET = "pagelet"  # it lies in a template pagelet (pagelets.enabled), which the table alone kept
-METHOD_MARKUP = "markup"  # the page's markup names its element a comments section (engine/decision.py)
+METHOD_MARKUP = "markup"  # the markup names its section: comments or related links (engine/decision.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,7 +184,7 @@ def _worker(args: argparse.Namespace) -> int:
     import faust
 
     from .app import build_app
-    from .heap import MMAP_THRESHOLD, bound_large_blocks, operator_set
+    from .heap import MMAP_THRESHOLD, bound_large_blocks
 
     app, logic = build_app(settings, settings.engine_params())
     segment = logic.params.segment
@@ -199,8 +199,6 @@ def _worker(args: argparse.Namespace) -> int:
     if bound_large_blocks():  # before RocksDB allocates its first memtable: see stream/heap.py
         logger.info("malloc: blocks of %d bytes or more mapped on their own (glibc mmap threshold fixed)",
                     MMAP_THRESHOLD)
-    elif not operator_set():
-        logger.info("malloc: mmap threshold left as it is (not glibc)")
     logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
                 settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)

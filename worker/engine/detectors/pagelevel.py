@@ -39,7 +39,7 @@ from ..page.cues import (
     N_TAGS,
     TAG_GROUPS,
 )
-from ..page.tree import PageTree, node_columns, text_stats
+from ..page.tree import PageTree, main_block, node_columns, text_stats
 from ..params import EngineParams, SegmentParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
@@ -355,14 +355,10 @@ def block_scores(
     x = model.scores(page_features(page))
     if smoothing > 0.0 and len(x) <= max_smooth_nodes:
         x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
-    nodes = np.asarray(page.node_of_block, dtype=np.intp)
-    scores = x[nodes]
-    # The block with the most non-link text is the page's main text: a page-level model
-    # that calls it template has misread the page (measured: this keeps articles written
-    # in an unusual style), so it is never template by the model.
-    cols = node_columns(page)  # chars and achars as doubles (the compiled walk's array: no conversion)
-    plain = cols[nodes, 1] - cols[nodes, 2]
-    scores[int(np.argmax(plain))] = 0.0
+    scores = x[np.asarray(page.node_of_block, dtype=np.intp)]
+    # A page-level model that calls the page's main text template has misread the page
+    # (measured: this keeps articles written in an unusual style), so it never does.
+    scores[main_block(page)] = 0.0
     return scores
 
 

@@ -149,6 +149,15 @@ def node_columns(page: PageTree) -> NDArray[np.float64]:
     return np.array(lists, dtype=np.float64).T
 
 
+def main_block(page: PageTree) -> int:
+    """The page's main text: the index in `page.blocks` of the block with the most plain
+    (non-link) text, the first of equals (the page-level model never calls it template; a
+    section around it is no comments or related section: engine/decision.py)."""
+    nodes = np.asarray(page.node_of_block, dtype=np.intp)
+    cols = node_columns(page)  # chars and achars as doubles (the compiled walk's array: no conversion)
+    return int(np.argmax(cols[nodes, 1] - cols[nodes, 2]))
+
+
 # The text statistics of each node: what the walk (compiled) or TextStats (Python) counts.
 TEXT_COLUMNS = ("spaces", "punct", "sentence_ends", "digits", "capitals", "pipes", "commas", "ends_sentence",
                 "copyright", "stopwords")
