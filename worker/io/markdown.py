@@ -82,8 +82,9 @@ def _kept_nodes(
         i = number[owner]
         texts[i].append("".join((node.text_content or "").split()))
         keep[node.mem_id] = page.blocks[i].verdict != TEMPLATE
-    # A block's text joins its runs' text nodes as a browser renders them (`Ti<b>tle</b>` is one
-    # word), so the check compares the characters, white space aside.
+    # A block's text joins its runs' text nodes with white space where the page has it and
+    # between two elements' words (page/python.py `join_pieces`), so the check compares the
+    # characters, white space aside.
     if any("".join(t) != "".join(b.text.split()) for t, b in zip(texts, page.blocks, strict=True)):
         return None
     return keep

@@ -55,13 +55,12 @@ def test_blocks_are_cut_at_layout_tags_only() -> None:
 
 def test_a_segment_is_a_line_of_text() -> None:
     html = (
-        "<html><body><div><h1>Ti<span>tle</span></h1><p>Some <b>bold</b> text with <a href='/x'>a link</a>.</p>"
+        "<html><body><div><h1>Title</h1><p>Some <b>bold</b> text with <a href='/x'>a link</a>.</p>"
         "<pre><span class='k'>for</span> <span class='n'>x</span> in y:<br>    pass</pre>"
         "Tail<br>after a break<hr>after a rule</div></body></html>"
     )
-    # Line elements (p, h1..h6, pre, br, hr...) end a segment; inline ones join the text
-    # as a browser renders it ("Ti<span>tle</span>" is one word); each segment's path
-    # names its line element.
+    # Line elements (p, h1..h6, pre, br, hr...) end a segment; inline ones join the text;
+    # each segment's path names its line element.
     _, blocks = segment_html(html, SegmentParams())
     assert [s.text for s in blocks[0].segments] == [
         "Title", "Some bold text with a link.", "for x in y:", "pass", "Tail", "after a break", "after a rule",
@@ -71,12 +70,33 @@ def test_a_segment_is_a_line_of_text() -> None:
     assert heading.text == bare.text and heading.key != bare.key
 
 
-def test_a_run_of_links_is_one_segment_a_link() -> None:
-    menu = (
-        "<html><body><div><a href='/1'>One</a> | <a href='/2'>Two</a> \u00b7 <a href='/3'><b>Thr</b>ee</a></div>"
+def test_two_elements_words_are_parted_and_a_wbr_joins() -> None:
+    # Where one element's text ends in a letter or digit and the next begins with one, the
+    # words are parted: a post's title and its date, a parameter and its type, a line number
+    # and the code beside it would otherwise run into one token ("TerminalMay", "95impl").
+    # The cost is markup inside a word ("<b>T</b>ype" gives "T ype"); a <wbr> is a break
+    # opportunity inside a word, so across it nothing is added.
+    html = (
+        "<html><body><div><a href='/p'>Hello Terminal<span class='date'>May 24, 2017</span></a></div>"
+        "<div><strong>lonx</strong><span class='classifier'>bool</span>: <em>x</em>, <b>y</b>.</div>"
+        "<div><a href='#95'>95</a><span class='kw'>impl</span>&lt;T&gt; <b>T</b>ype</div>"
+        "<div>DAP_<wbr>EXECUTE_<wbr>COMMAND <a href='/w'>write<wbr>Mem32</a> <span>\u65e5\u672c</span>\u8a9e</div>"
         "</body></html>"
     )
-    assert blocks_of(menu) == [("html/body/div", ["One", "Two", "Three"])]
+    assert [texts for _, texts in blocks_of(html)] == [
+        ["Hello Terminal May 24, 2017"],
+        ["lonx bool: x, y."],
+        ["95 impl<T> T ype"],
+        ["DAP_EXECUTE_COMMAND writeMem32 \u65e5\u672c \u8a9e"],
+    ]
+
+
+def test_a_run_of_links_is_one_segment_a_link() -> None:
+    menu = (
+        "<html><body><div><a href='/1'>One</a> | <a href='/2'>Two</a> \u00b7 <a href='/3'><b>Three</b> more</a></div>"
+        "</body></html>"
+    )
+    assert blocks_of(menu) == [("html/body/div", ["One", "Two", "Three more"])]
     # A link inside a sentence is part of the sentence.
     sentence = "<html><body><div>See <a href='/1'>one</a> and <a href='/2'>two</a>.</div></body></html>"
     assert blocks_of(sentence) == [("html/body/div", ["See one and two."])]

@@ -57,6 +57,7 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
     bint PyUnicode_IS_ASCII(object s)
     bint Py_UNICODE_ISSPACE(Py_UCS4 c)
+    bint Py_UNICODE_ISALNUM(Py_UCS4 c)
     object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
     void PyObject_GC_UnTrack(object o)
 
@@ -209,6 +210,27 @@ cdef inline Py_ssize_t _space_len(const unsigned char *s, Py_ssize_t i, Py_ssize
     return 0
 
 
+cdef bint _word_char_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t n) except -1:
+    """Whether the character whose UTF-8 starts at s[at] (of n bytes) is a word character,
+    `c.isalnum() or c == "_"` (page/python.py `join_pieces`)."""
+    cdef unsigned char c = s[at]
+    cdef Py_ssize_t end = at + 1
+    if c < 0x80:
+        return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+    while end < n and (s[end] & 0xC0) == 0x80:
+        end += 1
+    text = PyUnicode_DecodeUTF8(<const char *>s + at, end - at, "replace")
+    return PyUnicode_GET_LENGTH(text) == 1 and Py_UNICODE_ISALNUM(PyUnicode_READ(PyUnicode_KIND(text), PyUnicode_DATA(text), 0))
+
+
+cdef inline Py_ssize_t _last_char_at(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """Where the last UTF-8 character of s[:n] (n > 0) starts."""
+    cdef Py_ssize_t i = n - 1
+    while i > 0 and (s[i] & 0xC0) == 0x80:
+        i -= 1
+    return i
+
+
 # Per byte: 0 an ordinary byte, 1 ASCII whitespace, 2 the first byte of a multi-byte
 # sequence that may be whitespace (U+0085, U+00A0, U+1680, U+2000-U+3000).
 cdef unsigned char _BYTE_CLASS[256]
@@ -327,6 +349,7 @@ cdef class _Tag:
     cdef int kind
     cdef int bits
     cdef bint line        # an inline element that ends a line of text (cues.LINE_TAGS)
+    cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
 
 
 cdef class Walker:
@@ -475,6 +498,7 @@ cdef class Walker:
         info.kind = SKIP if info.name in self.skip_tags else BLOCK if info.name in self.block_tags else INLINE
         info.bits = self.inherit.get(info.name, 0)
         info.line = info.kind == INLINE and info.name in self.line_tags
+        info.glue = info.name == "wbr"
         if tid < N_CACHED:
             self.cached[tid] = info
         return info
@@ -611,9 +635,10 @@ cdef class Walker:
         return 0
 
     cdef int _emit(self, Py_ssize_t first, Py_ssize_t end) except -1:
-        """The segment of the open run's pieces [first, end), joined as " ".join("".join(raw).split())."""
+        """The segment of the open run's pieces [first, end), joined as
+        " ".join(join_pieces(raw).split()) (page/python.py)."""
         cdef Py_ssize_t head = self.run_path_len, k, at, m, j, start_text
-        cdef bint gap = False, empty = True
+        cdef bint gap = False, empty = True, glue = False
         line = self.run_line
         cdef Py_ssize_t line_len = len(line) if line is not None else 0
         _grow(&self.key_buf, &self.key_cap, head + 2 + line_len + 2 * self.run_len + self.pieces)
@@ -627,14 +652,25 @@ cdef class Walker:
         for k in range(first, end):
             m = self.piece_len[k]
             if m == 0:
-                gap = True
+                if self.piece_edges[k]:
+                    gap = True  # white space
+                else:
+                    glue = True  # <wbr>
                 continue
-            if not empty and (gap or (self.piece_edges[k] & 1)):
+            at = self.piece_at[k]
+            if not empty and (gap or (self.piece_edges[k] & 1) or (
+                not glue
+                and _word_char_at(self.run_buf, at, at + m)
+                and _word_char_at(self.key_buf, _last_char_at(self.key_buf, j), j)
+            )):
+                # White space between the two nodes, or two elements' words that would run
+                # together (page/python.py `join_pieces`).
                 self.key_buf[j] = 32
                 j += 1
-            memcpy(self.key_buf + j, self.run_buf + self.piece_at[k], m)
+            memcpy(self.key_buf + j, self.run_buf + at, m)
             j += m
             empty = False
+            glue = False
             gap = (self.piece_edges[k] & 2) != 0
         if empty:
             return 0
@@ -697,6 +733,8 @@ cdef class Walker:
                 continue
             info = self._tag(child, tid)
             if info is None or info.kind == SKIP:
+                if self.pieces:  # a comment or a skipped element: the text on either side is one
+                    self._piece(self.text_buf, 0, 0, anchor)
                 child = _next(child)
                 continue
             self.budget -= 1
@@ -715,6 +753,8 @@ cdef class Walker:
             if first == NULL:
                 if info.line:  # <br>, <hr>
                     self._flush()
+                elif info.glue and self.pieces:
+                    self._piece(self.text_buf, 0, 0, anchor)  # no white space, no text: glue
                 child = _next(child)
                 continue
             child_len = self._child_path(path_len, info)

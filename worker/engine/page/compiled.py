@@ -51,8 +51,9 @@ _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 # comments, links with and without href, class/id hints, custom elements with short
 # and long names, Unicode whitespace, entities, a textless block, nested anchors, runs of
 # text across inline elements and white space, line elements (nested, empty, <br>), runs
-# of links with ASCII and non-ASCII separators, a link around a block, and classes that a
-# layout path keeps or leaves out.
+# of links with ASCII and non-ASCII separators, a link around a block, classes that a
+# layout path keeps or leaves out, and words of two elements (ASCII and not) parted, but
+# not across a <wbr> or a comment.
 PROBE_PAGE = """<!DOCTYPE html><html><head><title>t</title><style>p{}</style></head>
 <body class="home page"><header id="masthead"><nav class="navbar main-menu"><ul>
 <li><a href="/">Home</a></li><li><a href="/a?x=1&amp;y=2">A&nbsp;b</a></li><li><a>no href</a></li>
@@ -67,6 +68,8 @@ PROBE_PAGE = """<!DOCTYPE html><html><head><title>t</title><style>p{}</style></h
 </article></main><aside class="sidebar widget"><form><input name="q"><button>Go</button></form></aside>
 <footer class="site-footer">\u00a9 2026 <a href="/legal">Legal</a></footer><p>""" + _PROBE_TEXT + """</p>
 <div class="menu item-3 active"><a href="/1">One</a> | <a href="/2">Two</a> \u00b7 <a href="/3"><b>Thr</b>ee</a></div>
+<div><span>\u65e5\u672c</span>\u8a9e<i>\u00e9</i>t\u00e9_<b>x</b> DAP_<wbr>EXECUTE<wbr> <a href="/w">write<wbr>Mem</a>
+left<!-- c -->right<span>Title</span>May 24</div>
 <div class="comments related-posts"><blockquote><p>quoted <code>f</code><code>oo</code> <em>x</em>\u00a0 y</p>
 </blockquote>line one<br>line two<hr><p></p>tail <a href="/t">link</a> \u00bb <span> </span>end</div>
 <a href="/block"><div>block in a link</div></a><pre><span>for</span> <span>x</span>\n    pass</pre>

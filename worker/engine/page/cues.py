@@ -171,6 +171,9 @@ def layout_classes(cls: str) -> str:
 
 # Elements that end a line of text inside a block: a text segment is the run of text
 # between them (and between layout elements), whatever inline elements it spans.
+# An empty element inside a word (a line-break opportunity): no space where it stands,
+# whereas two inline elements' words are parted by one (page/python.py `join_pieces`).
+GLUE_TAG = "wbr"
 LINE_TAGS = frozenset("p h1 h2 h3 h4 h5 h6 pre blockquote dt dd dl figcaption legend summary br hr".split())
 
 

@@ -5,7 +5,8 @@ A page is cut into blocks at layout elements (`SegmentParams.block_tags`). A blo
 segments are its lines of text: the runs of visible text directly under it (not under a
 nested layout element) between the elements that end a line (`cues.LINE_TAGS`: p, h1-h6,
 pre, br...). Inline elements (a, span, code, em...) do not cut a segment: a highlighted
-code line or a sentence with a link is one piece of evidence, not one per token. One
+code line or a sentence with a link is one piece of evidence, not one per token; its text
+nodes are joined as they stand, with a space between two elements' words (`join_pieces`). One
 exception keeps menus fine-grained: a run whose text outside links has no letter or digit
 and that holds two or more links ("Home | About | Blog") is one segment a link. A
 segment's key is `keys.segment_key` of its block's DOM path (plus the line element, as
@@ -28,7 +29,7 @@ from ..errors import BadInputError
 from ..keys import layout_key, segment_key
 from ..model import Segment
 from ..params import SegmentParams
-from .cues import F_IN_A, HINTS, INHERIT, LAYOUT_CLASSES, LINE_TAGS, has_word, hints, layout_classes
+from .cues import F_IN_A, GLUE_TAG, HINTS, INHERIT, LAYOUT_CLASSES, LINE_TAGS, has_word, hints, layout_classes
 from .tree import PageTree, page_tree
 
 # lexbor node kinds by tag_id: text nodes are 2, comments 4, processing instructions 0.
@@ -59,6 +60,34 @@ def path_component(node: LexborNode, tag: str, mode: str) -> str:
 
 
 @lru_cache(maxsize=16)
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def join_pieces(parts: list[str]) -> str:
+    """The text of a run's text nodes: joined as they stand, but with a space where one node
+    ends in a word character and the next begins with one (`Title<span>May 24</span>`,
+    `<td>1</td>` line numbers beside code: two elements' words, which a reader and a
+    tokenizer see apart, as a browser shows them whenever the page's style parts them);
+    an empty part is a <wbr> (`DAP_<wbr>EXECUTE`: one word), a comment or a skipped element
+    (a script), across which nothing is added: the text on either side is one."""
+    if len(parts) == 1:
+        return parts[0]
+    out = [parts[0]]
+    prev = parts[0]
+    glue = False
+    for part in parts[1:]:
+        if not part:
+            glue = True
+            continue
+        if not glue and prev and _word_char(prev[-1]) and _word_char(part[0]):
+            out.append(" ")
+        out.append(part)
+        prev = part
+        glue = False
+    return "".join(out)
+
+
 def _kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int, int]]:
     """A cache tag_id -> (name, kind, inherited flag bits), one per pair of tag sets, filled by the walk."""
     return {}
@@ -131,7 +160,10 @@ def walk_python(
                 else:
                     got.append(raw)
         link_run = len(linked) >= 2 and not any(anchor < 0 and has_word(raw) for raw, anchor in run)
-        texts = ["".join(parts) for parts in linked.values()] if link_run else ["".join([raw for raw, _ in run])]
+        if link_run:
+            texts = [join_pieces(parts) for parts in linked.values()]
+        else:
+            texts = [join_pieces([raw for raw, _ in run])]
         for raw in texts:
             text = " ".join(raw.split())
             if text:
@@ -176,6 +208,8 @@ def walk_python(
             if info is None:
                 tag = child.tag
                 if tag is None or tag[0] == "-":
+                    if pieces[blk]:
+                        pieces[blk].append(("", anchor))  # a comment: the text on either side is one
                     continue
                 kind = SKIP if tag in skip_tags else BLOCK if tag in block_tags else INLINE
                 info = (tag, kind, INHERIT.get(tag, 0))
@@ -183,6 +217,8 @@ def walk_python(
                     kinds[tid] = info
             tag, kind, bits = info
             if kind == SKIP:
+                if pieces[blk]:
+                    pieces[blk].append(("", anchor))  # as a comment
                 continue
             budget -= 1
             if budget < 0:
@@ -201,6 +237,8 @@ def walk_python(
             if first is None:
                 if line:  # <br>, <hr>
                     flush(blk)
+                elif tag == GLUE_TAG and pieces[blk]:
+                    pieces[blk].append(("", anchor))  # no text: the words on either side are one
                 continue
             own = 0
             cls = ""
