@@ -59,7 +59,6 @@ def path_component(node: LexborNode, tag: str, mode: str) -> str:
     return name
 
 
-@lru_cache(maxsize=16)
 def _word_char(c: str) -> bool:
     return c.isalnum() or c == "_"
 
@@ -88,6 +87,7 @@ def join_pieces(parts: list[str]) -> str:
     return "".join(out)
 
 
+@lru_cache(maxsize=16)
 def _kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, tuple[str, int, int]]:
     """A cache tag_id -> (name, kind, inherited flag bits), one per pair of tag sets, filled by the walk."""
     return {}
