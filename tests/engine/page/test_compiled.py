@@ -47,7 +47,7 @@ PAGELET_PARAMS = (
     PageletParams(k=2, sketch_size=3, min_links=1, min_anchor_share=0.3),
 )
 
-TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg"]
+TAGS = ["div", "p", "a", "span", "ul", "li", "table", "tr", "td", "script", "b", "nav", "footer", "my-el", "svg", "wbr"]
 
 
 def _outcome(fn):  # type: ignore[no-untyped-def]
