@@ -3,7 +3,8 @@
 Floors live in tests/eval_floors.json, one per corpus, each the F1 measured by
 `detemplate eval` when it was set, rounded down to 0.01; and every corpus must score at
 least its fulltext baseline (all body text kept): removing real content is worse than
-keeping some template. They only ever move up: when a
+keeping some template; and its blocks, all kept, must recall the gold as the page's text
+does (within the tolerance): no text lost by the walk before any decision. They only ever move up: when a
 change raises a corpus's F1 by a clear step, raise its floor in the same commit. A run
 passes when F1 >= floor - tolerance (0.005), which absorbs the rounding of floating-point
 sums, not real regressions. The detector is deterministic, so there is no sampling noise.
@@ -60,6 +61,11 @@ def test_f1_stays_above_floor(corpus: str) -> None:
     # Do no harm: the kept text scores at least as well as keeping all body text.
     full = result.fulltext.f1
     assert full is not None and f1 >= full, f"{corpus}: F1 {f1:.4f} is below keeping all body text ({full:.4f})"
+    # Nothing lost before the decision: all blocks kept recall the gold as the page's text does.
+    loss = result.walk_loss()
+    assert loss is not None and loss <= FLOORS["tolerance"], (
+        f"{corpus}: the walk's blocks recall {loss:.4f} less of the gold than the page's text"
+    )
 
 
 @pytest.mark.corpora

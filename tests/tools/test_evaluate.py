@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib.util
 import json
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from detemplate.cli import main
+from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.tools import bench, evaluate
 from detemplate.tools.evaluate import GoldPage, page_prf, page_removal, score_texts, tokens
@@ -400,3 +402,22 @@ def test_eval_table_flags_a_corpus_below_keeping_all_text() -> None:
     assert len(flagged) == 1
     lines = table.splitlines()
     assert lines[lines.index(flagged[0]) - 1].startswith("harmed")
+
+
+def test_eval_measures_and_flags_text_the_walk_loses() -> None:
+    # Every block kept is the walk's text: recall under the page text's is lost before any
+    # decision. A title run into its date ("TerminalMay" once) lost two gold words.
+    page = RawPage(
+        "https://x.example/a", "<html><body><div><h1>Hello Terminal<span>May 24</span></h1>"
+        "<p>Body text of the page.</p></div></body></html>", "x.example",
+    )
+    gold = GoldPage(page.url, "Hello Terminal May 24 Body text of the page.")
+    corpus = evaluate.Corpus("one", Path("one"), (page,), (gold,))
+    result = evaluate.evaluate_corpus(corpus)
+    assert result.blocks is not None and result.blocks.recall == 1.0
+    assert result.walk_loss() == 0.0
+    assert "TEXT LOST BY THE WALK" not in evaluate.format_table([result])
+    lossy = dataclasses.replace(result, blocks=evaluate.TextScores(1, 0, 1.0, 0.8, 0.89))
+    assert lossy.walk_loss() == pytest.approx(0.2)
+    assert "TEXT LOST BY THE WALK: all blocks recall 0.800, the page's text 1.000" in evaluate.format_table([lossy])
+    assert lossy.as_dict()["blocks"]["R"] == 0.8

@@ -290,6 +290,9 @@ class CorpusResult:
     first: TextScores | None = None  # scores of the gold pages among their host's first pages
     later: TextScores | None = None  # scores of the other gold pages
     by_host: dict[str, TextScores] = field(default_factory=dict)  # scores of each host's gold pages
+    # Every block kept, whatever its verdict: the text the walk gives the decision. Its recall
+    # under the fulltext baseline's is text lost before any decision (docs/evaluation.md).
+    blocks: TextScores | None = None
 
     @property
     def pages_per_s(self) -> float:
@@ -316,7 +319,15 @@ class CorpusResult:
             "first": self.first.as_dict() if self.first is not None else None,
             "later": self.later.as_dict() if self.later is not None else None,
             "by_host": {host: s.as_dict() for host, s in self.by_host.items()},
+            "blocks": self.blocks.as_dict() if self.blocks is not None else None,
         }
+
+    def walk_loss(self) -> float | None:
+        """How much lower the recall of all blocks is than the fulltext baseline's (0 or less:
+        the walk loses no gold text that the page's text has)."""
+        if self.blocks is None or self.blocks.recall is None or self.fulltext.recall is None:
+            return None
+        return self.fulltext.recall - self.blocks.recall
 
 
 def evaluate_corpus(
@@ -333,6 +344,7 @@ def evaluate_corpus(
     params = params or EngineParams()
     store = MemoryStore()
     kept: dict[str, str] = {}
+    every_block: dict[str, str] = {}
     html_of: dict[str, str] = {}
     host_of: dict[str, str] = {}
     page_no: dict[str, int] = {}
@@ -350,6 +362,7 @@ def evaluate_corpus(
         host_of[page.url] = page.host
         if outcome.clean is not None:
             kept[page.url] = outcome.clean.text
+            every_block[page.url] = "\n".join([b.text for b in outcome.clean.blocks])
             page_no[page.url] = outcome.clean.page_no
             record = encode_clean(outcome.clean) if output is not None else b""
         else:
@@ -392,6 +405,7 @@ def evaluate_corpus(
         first=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if f], kept),
         later=score_texts([g for g, f in zip(corpus.gold, is_first, strict=True) if not f], kept),
         by_host={host: score_texts(gold, kept) for host, gold in sorted(gold_by_host.items())},
+        blocks=score_texts(corpus.gold, every_block),
     )
 
 
@@ -497,6 +511,10 @@ def find_anchors(corpus_dirs: Iterable[Path]) -> Anchors:
 # -- presentation ----------------------------------------------------------------------
 
 
+# `eval` flags a corpus whose blocks, all kept, recall this much less than the page's text.
+WALK_LOSS_FLAG = 0.005
+
+
 def _f(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -516,6 +534,13 @@ def format_table(results: Sequence[CorpusResult]) -> str:
         )
         if r.scores.f1 is not None and r.fulltext.f1 is not None and r.scores.f1 < r.fulltext.f1:
             lines.append(f"  ^ BELOW FULLTEXT: keeping all body text scores {r.fulltext.f1:.3f} on this corpus")
+        loss = r.walk_loss()
+        if loss is not None and loss > WALK_LOSS_FLAG:
+            assert r.blocks is not None
+            lines.append(
+                f"  ^ TEXT LOST BY THE WALK: all blocks recall {_f(r.blocks.recall)}, "
+                f"the page's text {_f(r.fulltext.recall)}"
+            )
         if r.scores.missing:
             lines.append(f"  ({r.scores.missing} gold pages missing from the stream)")
         if r.scores.keep_values:
