@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 import pytest
+from detemplate import parallel
 from detemplate.cli import main
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
@@ -285,6 +287,30 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
     store = RocksStore(state, EngineParams().table)
     assert list(store.hosts()) == []  # nothing of the interrupted run reached the state
     store.close()
+
+
+def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by a loaded machine: Ctrl-C that lands as the run removes its jobs' folder (its
+    # last step) left the folder half removed. The removal finishes, then the interrupt goes on.
+    work = tmp_path / ".detemplate-jobs-x"
+    (work / "0-state").mkdir(parents=True)
+    (work / "0-state" / "CURRENT").write_bytes(b"x")
+    real = shutil.rmtree
+    calls = []
+
+    def interrupted_once(path: Path, ignore_errors: bool = False) -> None:
+        calls.append(path)
+        if len(calls) == 1:
+            real(path / "0-state", ignore_errors=ignore_errors)  # part of the folder, then Ctrl-C
+            raise KeyboardInterrupt
+        real(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(parallel.shutil, "rmtree", interrupted_once)
+    with pytest.raises(KeyboardInterrupt):
+        parallel.remove_work(work)
+    assert len(calls) == 2 and not work.exists()
 
 
 def test_jobs_that_cannot_work_are_refused_or_one() -> None:

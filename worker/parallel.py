@@ -557,8 +557,23 @@ def run_jobs(
         logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
                      time.process_time())
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work(work)
         summary.seconds += time.perf_counter() - started
+
+
+def remove_work(work: Path) -> None:
+    """Remove the jobs' folder, whole even when Ctrl-C comes while it is being removed (the
+    run's last step: a KeyboardInterrupt there would leave it half removed); the interrupt is
+    raised once the folder is gone."""
+    interrupted: KeyboardInterrupt | None = None
+    while True:
+        try:
+            shutil.rmtree(work, ignore_errors=True)
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _copy_tables(spec: JobSpec, work: Path, store: SegmentStore) -> None:
