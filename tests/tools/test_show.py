@@ -151,6 +151,10 @@ def test_screenshot_in_headless_chromium(tmp_path: Path, crawl: tuple) -> None:
     cmd = [
         str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        # Without it the capture may come before every tile is painted: with three browsers at
+        # once 2 screenshots in 18 lacked part of the shaded blocks' backgrounds (and one in the
+        # full suite beside another, most of the block edges); with it 30 in 30 were the same.
+        "--deterministic-mode",
         f"--user-data-dir={profile}", f"--screenshot={png}", "--window-size=1200,900", view.as_uri(),
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, timeout=180, check=False)
