@@ -216,7 +216,7 @@ cdef bint _word_char_at(const unsigned char *s, Py_ssize_t at, Py_ssize_t n) exc
     cdef unsigned char c = s[at]
     cdef Py_ssize_t end = at + 1
     if c < 0x80:
-        return (48 <= c <= 57) or (65 <= c <= 90) or (97 <= c <= 122) or c == 95
+        return _ascii_alnum(c) or c == 95
     while end < n and (s[end] & 0xC0) == 0x80:
         end += 1
     text = PyUnicode_DecodeUTF8(<const char *>s + at, end - at, "replace")
@@ -540,6 +540,13 @@ cdef class Walker:
         self.pieces = k + 1
         return 0
 
+    cdef int _glue(self, long anchor) except -1:
+        """Mark that the text on either side of this point is one (a <wbr>, a comment, a
+        skipped element): a piece with no text and no white space (page/python.py `glue`)."""
+        if self.pieces:
+            self._piece(self.text_buf, 0, 0, anchor)
+        return 0
+
     cdef Py_ssize_t _add_text(self, void *text_node, Py_ssize_t blk, Py_ssize_t path_len, object line,
                               long anchor) except -1:
         """Put a text node into the open run of `blk` (whose path is buf[:path_len]); returns
@@ -733,8 +740,7 @@ cdef class Walker:
                 continue
             info = self._tag(child, tid)
             if info is None or info.kind == SKIP:
-                if self.pieces:  # a comment or a skipped element: the text on either side is one
-                    self._piece(self.text_buf, 0, 0, anchor)
+                self._glue(anchor)  # a comment or a skipped element
                 child = _next(child)
                 continue
             self.budget -= 1
@@ -753,8 +759,8 @@ cdef class Walker:
             if first == NULL:
                 if info.line:  # <br>, <hr>
                     self._flush()
-                elif info.glue and self.pieces:
-                    self._piece(self.text_buf, 0, 0, anchor)  # no white space, no text: glue
+                elif info.glue:
+                    self._glue(anchor)
                 child = _next(child)
                 continue
             child_len = self._child_path(path_len, info)

@@ -178,6 +178,12 @@ def walk_python(
                     if anchor >= 0 or not link_run:  # a link run's separators are not in its segments
                         text_nodes.append((node, key))
 
+    def glue(blk: int, anchor: int) -> None:
+        """Mark that the text on either side of this point is one (a <wbr>, a comment, a skipped
+        element): an empty piece, which `join_pieces` reads so."""
+        if pieces[blk]:
+            pieces[blk].append(("", anchor))
+
     def add_text(blk: int, node: LexborNode, raw: str, anchor: int) -> int:
         """Put a text node's text into `blk`'s open run (white space too: it parts the words of
         the inline elements around it); its length as counted text (0: none)."""
@@ -208,8 +214,7 @@ def walk_python(
             if info is None:
                 tag = child.tag
                 if tag is None or tag[0] == "-":
-                    if pieces[blk]:
-                        pieces[blk].append(("", anchor))  # a comment: the text on either side is one
+                    glue(blk, anchor)  # a comment
                     continue
                 kind = SKIP if tag in skip_tags else BLOCK if tag in block_tags else INLINE
                 info = (tag, kind, INHERIT.get(tag, 0))
@@ -217,8 +222,7 @@ def walk_python(
                     kinds[tid] = info
             tag, kind, bits = info
             if kind == SKIP:
-                if pieces[blk]:
-                    pieces[blk].append(("", anchor))  # as a comment
+                glue(blk, anchor)
                 continue
             budget -= 1
             if budget < 0:
@@ -237,8 +241,8 @@ def walk_python(
             if first is None:
                 if line:  # <br>, <hr>
                     flush(blk)
-                elif tag == GLUE_TAG and pieces[blk]:
-                    pieces[blk].append(("", anchor))  # no text: the words on either side are one
+                elif tag == GLUE_TAG:
+                    glue(blk, anchor)
                 continue
             own = 0
             cls = ""
