@@ -24,6 +24,7 @@ from detemplate.engine.page import parse, walk
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import decide, decide_with_ballot
 from detemplate.engine.table import HostTable
+from detemplate.tools.samples import SHOP_STYLES, make_shop, norm
 
 PARAMS = EngineParams()
 # The table and the region without the page-level model: what these tests are about.
@@ -365,3 +366,62 @@ def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None
     out = decide(RawPage("https://docs.example/a", doc, "docs.example"), HostTable(NO_MODEL.table), NO_MODEL)
     assert out.clean is not None
     assert all(b.verdict == CONTENT and b.role == ROLE_MAIN for b in out.clean.blocks)
+
+
+def _shop_kept(style: str, params: EngineParams, n: int = 120) -> tuple[float, list[str]]:
+    """The share of the product values kept on a generated shop's pages after its 60th, and
+    the kept text of its last page."""
+    shop = make_shop(f"{style}.shop.example", n, seed=3, style=style)
+    table = HostTable(params.table)
+    kept = total = 0
+    texts = []
+    for k, sp in enumerate(shop):
+        out = decide(sp.page, table, params)
+        assert out.clean is not None
+        text = norm(out.clean.text)
+        texts.append(text)
+        if k >= 60:
+            total += len(sp.values)
+            kept += sum(v in text for v in sp.values)
+    return kept / total, texts
+
+
+@pytest.mark.parametrize("style", SHOP_STYLES)
+def test_a_products_fields_beside_its_description_are_content(style: str) -> None:
+    # The description holds most of a product page's new text, so it is the page's content
+    # region; the title, author, price and attribute values sit beside it, and the values
+    # recur across products (a format on 60% of them, a language on 80%). They are content
+    # slots of the host: kept, while the shop's layout around them goes.
+    share, texts = _shop_kept(style, PARAMS)
+    assert share >= 0.98
+    last = texts[-1]
+    for template in ("Copyright 2024 Bookshop Ltd.", "Customers also bought", "Home Books", "Able Acid"):
+        assert template not in last
+    if style in ("table", "deep"):  # a table's labels and values are blocks of their own
+        assert "Publisher" not in last
+        # The delivery time, the same on every product, is the slot's constant text: the shop's.
+        assert "2 to 3 working days" not in last
+    # Without the slots the table's repetition and the model remove most recurring values.
+    off = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, slot_constant=0.0))
+    assert _shop_kept(style, off)[0] < share - 0.1
+
+
+def test_a_link_list_and_a_labelled_notice_beside_the_region_stay_template() -> None:
+    # Beside an article's text (the region), in the same element: its title (new on every
+    # page), a list of links to other stories (new titles every page), and a notice whose
+    # text is the same on every page, at a path that has new text on every page.
+    rng = random.Random(11)
+
+    def story(i: int) -> RawPage:
+        others = "".join(f"<li><a href='/s{j}'>{sentence(rng, 5)}</a></li>" for j in range(3))
+        paras = "".join(f"<p>{sentence(random.Random(300 + i))}</p>" for _ in range(5))
+        html = (f"<html><body><header>{NAV}</header><main><div class='story'><div class='line'>Story number {i}</div>"
+                f"<div class='line'>Corrections are welcome by mail</div><ul class='more'>{others}</ul>"
+                f"<div class='text'>{paras}</div></div></main>{FOOTER}</body></html>")
+        return RawPage(f"https://news.example/s{i}.html", html, "news.example")
+
+    outs = run([story(i) for i in range(20)], PARAMS)
+    last = verdicts(outs[-1])
+    assert last["Story number 19"][0] == CONTENT
+    assert last["Corrections are welcome by mail"][0] == TEMPLATE
+    assert all(v[0] == TEMPLATE for t, v in last.items() if t.endswith(".") and len(t.split()) == 5)

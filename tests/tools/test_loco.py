@@ -11,6 +11,7 @@ import pytest
 from detemplate.engine.params import EngineParams
 from detemplate.tools import loco
 from detemplate.tools.evaluate import evaluate_corpus, load_corpus
+from detemplate.tools.samples import make_shop
 
 from tests.factories import interleave, make_site
 
@@ -50,6 +51,25 @@ def test_replaying_the_default_setting_reproduces_eval(tmp_path: Path) -> None:
     f1 = (cold[2] + warm[2]) / records.pages
     assert f1 == pytest.approx(evaluate_corpus(load_corpus(folder), params).scores.f1, abs=1e-9)
     assert records.cold and records.warm  # a host's first page, and the others
+
+
+def test_replaying_a_shop_reproduces_eval(tmp_path: Path) -> None:
+    # The decision reads the blocks' segment keys beside the content region (a product's
+    # fields): the kept ballots hold them, so the replay gives what eval gave.
+    params = EngineParams()
+    shop = make_shop("shop.example", 30, seed=2)
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    write_gz_jsonl(folder / "pages.jsonl.gz", [{"url": s.page.url, "host": s.page.host, "html": s.page.html}
+                                               for s in shop])
+    write_gz_jsonl(folder / "gold.jsonl.gz", [{"url": s.page.url, "content": " ".join(s.values)} for s in shop])
+    name, pages, gold = recorded(folder, params)
+    records = loco.record_corpus(name, pages, gold, params)
+    here = tuple(sorted((n, v) for n, v in (("pagelevel.threshold", params.pagelevel.threshold),)))
+    cold = loco.replay(records.cold, params, [here])[here]
+    warm = loco.replay(records.warm, params, [()])[()]
+    assert (cold[2] + warm[2]) / records.pages == pytest.approx(
+        evaluate_corpus(load_corpus(folder), params).scores.f1, abs=1e-9)
 
 
 def test_each_corpus_is_scored_with_the_choice_of_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

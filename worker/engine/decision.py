@@ -27,6 +27,11 @@ So, once the host's table has learned something (a warm host):
    above `pagelevel.inner_threshold`; unless it would remove more than
    `pagelevel.max_removed_share` of the region's text (a page whose content is links: an
    index, a member list).
+4. Beside the region, in the nearest element around it that holds other blocks, a block at
+   one of the host's content slots (a path with new text on most of its pages, on most of
+   the host's pages: a product's title, price and attribute values beside its description)
+   is content whatever steps 2 and 3 said, unless it is a link list, named template, or
+   the slot's constant text (`content_slots`).
 
 On a host's first page (a cold host: the table has nothing to compare with), and on a
 young host's page with no text new to the host (a duplicate of an earlier page, whose content
@@ -62,6 +67,8 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -70,7 +77,7 @@ import numpy as np
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
-from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED
+from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED, F_THINT
 from .page.tree import PageTree, main_block
 from .params import EngineParams, PageLevelParams
 
@@ -84,6 +91,8 @@ ROLES = (ROLE_MAIN, ROLE_TEMPLATE, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER)
 _SECTION_BITS = F_COMMENTS | F_RELATED  # the element's own class names such a section
 _IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED  # an enclosing element's does
 _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
+_NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
+_PAGE_TAGS = frozenset(("html", "body"))  # the page itself: nothing is beside the region there
 
 
 class BlockDecisions(NamedTuple):
@@ -167,9 +176,81 @@ def _warm(
     )
     kernel = compiled.kernel("block_decisions")
     if kernel is None:
-        return block_decisions_python(*args)
-    # The same loops, compiled (page/_walk.pyx block_decisions).
-    return kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)  # type: ignore[no-any-return]
+        template, method = block_decisions_python(*args)
+    else:  # the same loops, compiled (page/_walk.pyx block_decisions)
+        template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
+    if nodes is not None and any(template):
+        for i in content_slots(ballot, params, first, end):
+            if template[i]:
+                template[i] = False
+                method[i] = METHOD_TABLE
+    return template, method
+
+
+def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) -> list[int]:
+    """The blocks beside the content region (nodes [first, end)) that are content.
+
+    A page's region is where most of its new text is: on a product page, the description;
+    the product's title, price and attributes sit beside it, and their values recur across
+    products (a publisher, a format), so the table's repetition and the model removed them.
+    Beside the region means in the nearest element around it that holds other blocks (the
+    product), unless that element is the page's body. There, a block is content when it is
+    at a content slot of the host (a layout path with new text on at least
+    `region.layout_novelty` of the pages that have it, on at least `region.layout_presence`
+    of the host's pages: a field every page fills), is no link list (at least half of its
+    text in links, with two or more links or beside blocks at the same layout path), has no
+    template word in its class or id nor a navigation element (nav, menu, aside, footer,
+    form) between it and that element, and its text is not the slot's constant text (less
+    than half of its characters in segments that the table holds as template and that are on
+    at least `region.slot_constant` of the pages that have the slot: a label, a notice)."""
+    rp = params.region
+    cues = ballot.cues
+    novelty, presence, on_pages, segment_dfs = ballot.novelty, ballot.presence, ballot.path_pages, ballot.segment_dfs
+    if (rp.slot_constant <= 0.0 or cues is None or novelty is None or presence is None or on_pages is None
+            or segment_dfs is None):
+        return []
+    nodes = cues.node_of_block  # in document order, as the nodes are numbered
+    parent, ends, tags = cues.parent, cues.end, cues.tag
+    inner = bisect_left(nodes, end) - bisect_left(nodes, first)  # the region's blocks
+    top = first
+    while True:  # the nearest element around the region that holds other blocks
+        top = parent[top]
+        if top < 0 or tags[top] in _PAGE_TAGS:
+            return []
+        lo, hi = bisect_left(nodes, top), bisect_left(nodes, ends[top])
+        if hi - lo > inner:
+            break
+    chars, achars, links, flags, layout = cues.chars, cues.achars, cues.links, cues.flags, cues.layout
+    keys, dfs = segment_dfs
+    threshold = params.table.threshold(ballot.pages)
+    blocks = ballot.blocks
+    paths: Counter[int] | None = None  # the layout paths of the element's blocks, when needed
+    out = []
+    for i in range(lo, hi):
+        node = nodes[i]
+        if first <= node < end or novelty[i] < rp.layout_novelty or presence[i] < rp.layout_presence:
+            continue  # inside the region; not a content slot
+        if 2 * achars[node] >= chars[node]:
+            if links[node] >= 2:
+                continue  # a link list
+            if paths is None:
+                paths = Counter([layout[nodes[j]] for j in range(lo, hi)])
+            if paths[layout[node]] > 1:
+                continue  # an item of a list of links
+        at = node
+        while at != top and not (flags[at] & F_THINT or tags[at] in _NAVIGATION):
+            at = parent[at]
+        if at != top:
+            continue  # a template word or a navigation element names it
+        floor = max(threshold, rp.slot_constant * on_pages[i])
+        total = constant = 0
+        for key, _text, length in blocks[i][1]:
+            total += length
+            if dfs[bisect_left(keys, key)] >= floor:
+                constant += length
+        if 2 * constant < total:
+            out.append(i)
+    return out
 
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:

@@ -37,6 +37,7 @@ from numpy.typing import NDArray
 
 from ..engine.decision import decide_blocks, decided_cold
 from ..engine.detectors.base import Ballot
+from ..engine.model import Block, Segment
 from ..engine.params import EngineParams, with_overrides
 from ..engine.pipeline import decide_with_ballot
 from ..engine.table import HostTable
@@ -123,8 +124,11 @@ def page_record(ballot: Ballot, texts: Sequence[str], gold: str) -> PageRecord:
     other = len(vocab)  # gold tokens that no block has: they only count in the gold's size
     for token in _TOKEN.findall(gold):
         gold_counts[vocab.get(token.lower(), other)] += 1
-    ballot.tally()  # made now, from the blocks, which the record then drops
-    ballot.blocks = []
+    ballot.tally()  # made now, from the blocks, whose texts the record then drops
+    ballot.blocks = [
+        Block(block[0], [Segment(key, "", length) for key, _text, length in block[1]], block[2])
+        for block in ballot.blocks
+    ]
     if ballot.cues is not None:
         ballot.cues = dataclasses.replace(ballot.cues, blocks=[], text=[], stats=None, columns=None)
     return PageRecord(

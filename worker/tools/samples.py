@@ -373,6 +373,85 @@ def make_site(
     ]
 
 
+SHOP_STYLES = ("table", "list", "dl", "deep")
+
+
+@dataclass(frozen=True)
+class ShopPage:
+    """One generated product page and the values on it that are content (its title, author,
+    price and attribute values), each of which a detector must keep."""
+
+    page: RawPage
+    values: tuple[str, ...]
+
+
+def make_shop(host: str, n_pages: int, seed: int = 0, style: str = "table") -> list[ShopPage]:
+    """`n_pages` product pages of one bookshop, in crawl order: a header, a nav bar, a
+    breadcrumb, the product (title, author, price, five attributes and a delivery time that
+    is the same on every product, a description of 8 to 120 words), a "customers also
+    bought" list of other products and a footer. Attribute values recur across products,
+    some on most of them (a format on 60% of the pages, a language on 80%), as a shop's do.
+    `style` is the attributes' markup: a table of th/td rows, a list of "Label: value" lines,
+    a dl, or ("deep") the table with the title, price and attributes in one element and the
+    description nested in another."""
+    if style not in SHOP_STYLES:
+        raise ValueError(f"style must be one of {SHOP_STYLES}")
+    rng = random.Random(f"{host}|{seed}|shop")
+    publishers = [f"{rng.choice(WORDS).title()} {rng.choice(['Press', 'Books', 'House'])}" for _ in range(15)]
+    authors = [f"{rng.choice(WORDS).title()} {rng.choice(WORDS).title()}son" for _ in range(120)]
+    dates = [f"{rng.randint(1, 28)} {rng.choice(['March', 'April', 'May', 'June'])} {rng.randint(2019, 2021)}"
+             for _ in range(40)]
+    titles = [" ".join(_words(rng, 2, 5)).title() for _ in range(n_pages)]
+    nav = "".join(f'<li><a href="/c/{w}/">{w.title()}</a></li>' for w in WORDS[:10])
+    out = []
+    for i in range(n_pages):
+        r = random.Random(f"{host}|{seed}|shop|{i}")
+        author = r.choice(authors[: r.randint(5, len(authors))])
+        price = f"{r.randint(5, 40)}.{r.choice(['00', '50', '99'])} EUR"
+        attrs = [
+            ("Publisher", r.choice(publishers)),
+            ("Release date", r.choice(dates)),
+            ("Format", r.choices(["Paperback", "Hardcover", "Ebook"], [6, 3, 1])[0]),
+            ("Language", r.choices(["English", "German", "French"], [8, 1, 1])[0]),
+            ("ISBN", f"978{r.randint(10**9, 10**10 - 1)}"),
+            ("Delivery", "2 to 3 working days"),  # the same on every product: the shop's, not the book's
+        ]
+        if style == "list":
+            table = '<ul class="specs">' + "".join(
+                f'<li><span class="label">{k}:</span> <span class="value">{_esc(v)}</span></li>' for k, v in attrs
+            ) + "</ul>"
+        elif style == "dl":
+            table = '<dl class="details">' + "".join(f"<dt>{k}</dt><dd>{_esc(v)}</dd>" for k, v in attrs) + "</dl>"
+        else:
+            table = '<table class="attributes">' + "".join(
+                f"<tr><th>{k}</th><td>{_esc(v)}</td></tr>" for k, v in attrs
+            ) + "</table>"
+        description = " ".join(_words(r, 8, 120)).capitalize() + "."
+        info = (
+            f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by <a href="/a/{i}/">{_esc(author)}</a></p>'
+            f'<div class="buy"><span class="price">{price}</span> <button>Add to basket</button></div>{table}'
+        )
+        text = f'<div class="description"><h2>Description</h2><p>{_esc(description)}</p></div>'
+        if style == "deep":
+            product = f'<div class="product"><div class="info">{info}</div><div class="tabs">{text}</div></div>'
+        else:
+            product = f'<div class="product">{info}{text}</div>'
+        also = "".join(f'<li><a href="/p/{j}/">{_esc(titles[j])}</a></li>' for j in r.sample(range(n_pages), 4))
+        html = (
+            f"<!DOCTYPE html><html><head><title>{_esc(titles[i])} - Bookshop</title></head><body>"
+            '<header><a href="/">Bookshop</a><form><input name="q"><button>Search</button></form></header>'
+            f'<nav class="menu"><ul>{nav}</ul></nav>'
+            '<div class="crumbs"><a href="/">Home</a> &gt; <a href="/books/">Books</a></div>'
+            f'<main>{product}<section class="also"><h3>Customers also bought</h3><ul>{also}</ul></section></main>'
+            "<footer><p>Copyright 2024 Bookshop Ltd. All rights reserved.</p>"
+            "<p>Free delivery on orders over 20 EUR. Questions? Call us.</p></footer></body></html>"
+        )
+        values = (titles[i], author, price, *(v for _, v in attrs[:-1]))
+        out.append(ShopPage(RawPage(url=f"https://{host}/p/{i}.html", html=html, host=host,
+                                    source=f"factory:{host}:{i}"), values))
+    return out
+
+
 def interleave(*sites: list[SitePage]) -> list[SitePage]:
     """Round-robin merge of several sites' pages, as a crawl interleaves hosts."""
     out: list[SitePage] = []

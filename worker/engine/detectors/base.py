@@ -81,6 +81,9 @@ class Ballot:
     novel: list[int] | None = None  # per block: characters in segments new to the host's table
     novelty: list[float] | None = None  # per block: its layout path's novelty (detectors/layout.py)
     presence: list[float] | None = None  # per block: the share of the host's pages its layout path is on
+    path_pages: list[int] | None = None  # per block: the host's pages its layout path is on (with text)
+    # The page's distinct segment keys (sorted) and each one's DF after this page (detectors/segments.py).
+    segment_dfs: tuple[list[int], list[int]] | None = None
     # The page's content region and its enclosing elements (nodes, deepest first), each with
     # the share of the host's pages on which it enclosed the region (detectors/layout.py).
     region: tuple[list[int], list[float]] | None = None

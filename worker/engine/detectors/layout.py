@@ -185,16 +185,19 @@ class Layout:
         ballot.region = (mine.chain, [df[key] / pages for key in mine.enclosing])
         novelty: dict[int, float] = {}
         presence: dict[int, float] = {}
+        on_pages: dict[int, int] = {}
         for path, key in mine.seen.items():
             fresh = mine.fresh[path]
             new_df = df.get(fresh)
             if new_df is None:  # no new text at the path on this page: its count so far
                 new_df = table.df(fresh)
-            seen = df[key]
+            seen = on_pages[path] = df[key]
             novelty[path] = new_df / seen
             presence[path] = seen / pages
-        ballot.novelty = [novelty[path] for path in mine.paths]
-        ballot.presence = [presence[path] for path in mine.paths]
+        paths = mine.paths
+        ballot.novelty = [novelty[path] for path in paths]
+        ballot.presence = [presence[path] for path in paths]
+        ballot.path_pages = [on_pages[path] for path in paths]
 
 
 LAYOUT = Layout()

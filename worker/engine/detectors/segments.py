@@ -26,6 +26,7 @@ class SegmentTable:
         return segments
 
     def vote(self, mine: SegmentKeys, dfs: list[int], ballot: Ballot) -> None:
+        ballot.segment_dfs = (mine.keys, dfs)
         threshold = ballot.params.table.threshold(ballot.pages)
         if ballot.pages >= threshold:
             ballot.warm = True
