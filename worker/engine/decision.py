@@ -67,6 +67,7 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
@@ -211,7 +212,8 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
         return []
     nodes = cues.node_of_block  # in document order, as the nodes are numbered
     parent, ends, tags = cues.parent, cues.end, cues.tag
-    inner = bisect_left(nodes, end) - bisect_left(nodes, first)  # the region's blocks
+    inner_lo, inner_hi = bisect_left(nodes, first), bisect_left(nodes, end)  # the region's blocks
+    inner = inner_hi - inner_lo
     top = first
     while True:  # the nearest element around the region that holds other blocks
         top = parent[top]
@@ -226,10 +228,10 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
     blocks = ballot.blocks
     paths: Counter[int] | None = None  # the layout paths of the element's blocks, when needed
     out = []
-    for i in range(lo, hi):
+    for i in itertools.chain(range(lo, inner_lo), range(inner_hi, hi)):  # the element's blocks beside the region
+        if novelty[i] < rp.layout_novelty or presence[i] < rp.layout_presence:
+            continue  # not a content slot
         node = nodes[i]
-        if first <= node < end or novelty[i] < rp.layout_novelty or presence[i] < rp.layout_presence:
-            continue  # inside the region; not a content slot
         if 2 * achars[node] >= chars[node]:
             if links[node] >= 2:
                 continue  # a link list
@@ -242,7 +244,7 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
             at = parent[at]
         if at != top:
             continue  # a template word or a navigation element names it
-        floor = max(threshold, rp.slot_constant * on_pages[i])
+        floor = max(threshold, rp.slot_constant * on_pages(i))
         total = constant = 0
         for key, _text, length in blocks[i][1]:
             total += length

@@ -112,6 +112,21 @@ def content_region_python(cues: PageTree, novel: list[int], share: float) -> int
     return 0
 
 
+class PathPages:
+    """Called with a block's index: the host's pages its layout path is on (with text),
+    looked up when asked, since the decision needs it for a few blocks only."""
+
+    __slots__ = ("_df", "_paths", "_seen")
+
+    def __init__(self, paths: list[int], seen: dict[int, int], df: dict[int, int]) -> None:
+        self._paths = paths
+        self._seen = seen
+        self._df = df
+
+    def __call__(self, block: int) -> int:
+        return self._df[self._seen[self._paths[block]]]
+
+
 @dataclass(slots=True)
 class LayoutPage:
     """The layout detector's state for one page.
@@ -185,19 +200,18 @@ class Layout:
         ballot.region = (mine.chain, [df[key] / pages for key in mine.enclosing])
         novelty: dict[int, float] = {}
         presence: dict[int, float] = {}
-        on_pages: dict[int, int] = {}
         for path, key in mine.seen.items():
             fresh = mine.fresh[path]
             new_df = df.get(fresh)
             if new_df is None:  # no new text at the path on this page: its count so far
                 new_df = table.df(fresh)
-            seen = on_pages[path] = df[key]
+            seen = df[key]
             novelty[path] = new_df / seen
             presence[path] = seen / pages
         paths = mine.paths
         ballot.novelty = [novelty[path] for path in paths]
         ballot.presence = [presence[path] for path in paths]
-        ballot.path_pages = [on_pages[path] for path in paths]
+        ballot.path_pages = PathPages(paths, mine.seen, df)
 
 
 LAYOUT = Layout()
