@@ -93,7 +93,7 @@ _SECTION_BITS = F_COMMENTS | F_RELATED  # the element's own class names such a s
 _IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED  # an enclosing element's does
 _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
-_PAGE_TAGS = frozenset(("html", "body"))  # the page itself: nothing is beside the region there
+_PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
 
 
 class BlockDecisions(NamedTuple):
