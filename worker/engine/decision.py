@@ -206,9 +206,8 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
     at least `region.slot_constant` of the pages that have the slot: a label, a notice)."""
     rp = params.region
     cues = ballot.cues
-    novelty, presence, on_pages, segment_dfs = ballot.novelty, ballot.presence, ballot.path_pages, ballot.segment_dfs
-    if (rp.slot_constant <= 0.0 or cues is None or novelty is None or presence is None or on_pages is None
-            or segment_dfs is None):
+    novelty, presence, segment_dfs = ballot.novelty, ballot.presence, ballot.segment_dfs
+    if rp.slot_constant <= 0.0 or cues is None or novelty is None or presence is None or segment_dfs is None:
         return []
     nodes = cues.node_of_block  # in document order, as the nodes are numbered
     parent, ends, tags = cues.parent, cues.end, cues.tag
@@ -244,7 +243,7 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
             at = parent[at]
         if at != top:
             continue  # a template word or a navigation element names it
-        floor = max(threshold, rp.slot_constant * on_pages(i))
+        floor = max(threshold, rp.slot_constant * round(presence[i] * ballot.layout_pages))  # pages with the slot
         total = constant = 0
         for key, _text, length in blocks[i][1]:
             total += length

@@ -19,7 +19,7 @@ The decision (engine/decision.py) then weighs the ballot, one verdict per block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -81,7 +81,7 @@ class Ballot:
     novel: list[int] | None = None  # per block: characters in segments new to the host's table
     novelty: list[float] | None = None  # per block: its layout path's novelty (detectors/layout.py)
     presence: list[float] | None = None  # per block: the share of the host's pages its layout path is on
-    path_pages: Callable[[int], int] | None = None  # block -> the host's pages its layout path is on (with text)
+    layout_pages: int = 0  # the host's pages the layout counted: a path is on presence * this of them
     # The page's distinct segment keys (sorted) and each one's DF after this page (detectors/segments.py).
     segment_dfs: tuple[list[int], list[int]] | None = None
     # The page's content region and its enclosing elements (nodes, deepest first), each with

@@ -112,21 +112,6 @@ def content_region_python(cues: PageTree, novel: list[int], share: float) -> int
     return 0
 
 
-class PathPages:
-    """Called with a block's index: the host's pages its layout path is on (with text),
-    looked up when asked, since the decision needs it for a few blocks only."""
-
-    __slots__ = ("_df", "_paths", "_seen")
-
-    def __init__(self, paths: list[int], seen: dict[int, int], df: dict[int, int]) -> None:
-        self._paths = paths
-        self._seen = seen
-        self._df = df
-
-    def __call__(self, block: int) -> int:
-        return self._df[self._seen[self._paths[block]]]
-
-
 @dataclass(slots=True)
 class LayoutPage:
     """The layout detector's state for one page.
@@ -208,10 +193,9 @@ class Layout:
             seen = df[key]
             novelty[path] = new_df / seen
             presence[path] = seen / pages
-        paths = mine.paths
-        ballot.novelty = [novelty[path] for path in paths]
-        ballot.presence = [presence[path] for path in paths]
-        ballot.path_pages = PathPages(paths, mine.seen, df)
+        ballot.novelty = [novelty[path] for path in mine.paths]
+        ballot.presence = [presence[path] for path in mine.paths]
+        ballot.layout_pages = pages
 
 
 LAYOUT = Layout()
