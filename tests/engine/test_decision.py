@@ -406,6 +406,32 @@ def test_a_products_fields_beside_its_description_are_content(style: str) -> Non
     assert _shop_kept(style, off)[0] < share - 0.1
 
 
+def test_a_heading_with_linked_names_beside_the_region_is_content() -> None:
+    # An API page (rustdoc's shape): its definition (the region) and beside it the heading that
+    # names the item, whose path's names are links (most of the line in links: short names,
+    # not titles of other pages), and a line of other pages' titles. The model reads both
+    # lines as related links; the heading is the page's own, the titles are a link list.
+    rng = random.Random(12)
+
+    def member(i: int) -> RawPage:
+        heading = (f"<h1>Constant <a href='/i.html'>mylib</a>::<a href='/c/i.html'>consts</a>::"
+                   f"<a href='#'>LIMIT_{i}</a> <a href='/src/{i}'>[src]</a></h1>")
+        also = "".join(f"<a href='/p{j}'>{sentence(rng, 6)}</a> " for j in range(2))
+        html = (f"<html><body><header>{NAV}</header><main><div class='member'>{heading}"
+                f"<div class='line'>See {also}</div><div class='text'><pre>pub const LIMIT_{i}: u32 = {7 * i};"
+                f"</pre></div></div></main>{FOOTER}</body></html>")
+        return RawPage(f"https://api.example/m{i}.html", html, "api.example")
+
+    pages = [member(i) for i in range(20)]
+    last = verdicts(run(pages, PARAMS)[-1])
+    assert last["Constant mylib::consts::LIMIT_19 [src]"][0] == CONTENT
+    assert last["pub const LIMIT_19: u32 = 133;"][0] == CONTENT
+    assert all(v[0] == TEMPLATE for t, v in last.items() if t.startswith("See "))
+    # Every such line a link list (the rule before): the heading leaves the text.
+    every = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, slot_link_chars=0.0))
+    assert verdicts(run(pages, every)[-1])["Constant mylib::consts::LIMIT_19 [src]"][0] == TEMPLATE
+
+
 def test_a_link_list_and_a_labelled_notice_beside_the_region_stay_template() -> None:
     # Beside an article's text (the region), in the same element: its title (new on every
     # page), a list of links to other stories (new titles every page), and a notice whose

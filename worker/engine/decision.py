@@ -199,7 +199,9 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
     at a content slot of the host (a layout path with new text on at least
     `region.layout_novelty` of the pages that have it, on at least `region.layout_presence`
     of the host's pages: a field every page fills), is no link list (at least half of its
-    text in links, with two or more links or beside blocks at the same layout path), has no
+    text in links: two or more links averaging `region.slot_link_chars` characters, titles of
+    other pages, or one link beside blocks at the same layout path; links on names inside a
+    line, an API signature's types, a heading's module path, make no link list), has no
     template word in its class or id nor a navigation element (nav, menu, aside, footer,
     form) between it and that element, and its text is not the slot's constant text (less
     than half of its characters in segments that the table holds as template and that are on
@@ -231,13 +233,16 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
         if novelty[i] < rp.layout_novelty or presence[i] < rp.layout_presence:
             continue  # not a content slot
         node = nodes[i]
-        if 2 * achars[node] >= chars[node]:
+        if 2 * achars[node] >= chars[node]:  # half of its text in links
             if links[node] >= 2:
-                continue  # a link list
-            if paths is None:
-                paths = Counter([layout[nodes[j]] for j in range(lo, hi)])
-            if paths[layout[node]] > 1:
-                continue  # an item of a list of links
+                if achars[node] >= rp.slot_link_chars * links[node]:
+                    continue  # a link list: its links are titles of other pages
+                # else names inside a line (an API signature's types, a heading's module path)
+            else:
+                if paths is None:
+                    paths = Counter([layout[nodes[j]] for j in range(lo, hi)])
+                if paths[layout[node]] > 1:
+                    continue  # an item of a list of links
         at = node
         while at != top and not (flags[at] & F_THINT or tags[at] in _NAVIGATION):
             at = parent[at]

@@ -176,6 +176,12 @@ class RegionParams:
         slot (a label, a notice).
         0 turns the slots off. Chosen on generated shops: the corpora score within 0.001 for
         any value from 0.5 to 0.95 (docs/region.md, "Content slots beside the region").
+    slot_link_chars: such a block with half of its text in two or more links is a link list
+        (no slot's content) when its links average at least this many characters: titles of
+        other pages (teasers, related stories, a menu's items), not names inside a line (the
+        types of an API signature, a heading's module path). 0: every such block is a link
+        list. Chosen by reading what it keeps on ../shared/crawl (the corpora score the same
+        from 8 to 20: docs/region.md, "Link lists beside the region").
 
     The others chosen by measurement, leave-one-corpus-out (docs/measurements.md).
     """
@@ -186,6 +192,7 @@ class RegionParams:
     layout_presence: float = 0.7
     container_share: float = 0.5
     slot_constant: float = 0.9
+    slot_link_chars: float = 12.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
@@ -193,6 +200,8 @@ class RegionParams:
         for name in ("layout_novelty", "layout_presence", "container_share", "slot_constant"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"region.{name} must be in [0, 1]")
+        if not self.slot_link_chars >= 0.0:
+            raise ConfigError("region.slot_link_chars must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
