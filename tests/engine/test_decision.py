@@ -286,8 +286,26 @@ def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_w
     decided = decide_blocks(ballot, PARAMS)
     assert not any(decided.template)
     # Below the guard, the raised threshold decides: the rows at 0.2 go, those at 0.02 stay.
+    # (Four short rows are left there: the guard of a page it would leave a line of is off.)
     ballot.scores = np.asarray([0.001 if i < 4 else (0.02 if i % 2 else 0.2) for i in range(len(cues.blocks))])
-    assert sum(decide_blocks(ballot, PARAMS).template) == sum(1 for s in ballot.scores if s > 0.05)
+    unguarded = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_min_kept=0))
+    assert sum(decide_blocks(ballot, unguarded).template) == sum(1 for s in ballot.scores if s > 0.05)
+
+
+def test_a_first_page_the_model_would_leave_a_line_of_is_kept_whole() -> None:
+    # A documentation site's home page: a table of contents, every line a link, and a
+    # copyright line. The model reads every link far over its floor and the copyright line as
+    # prose: it would keep the copyright line alone, which is no page's content.
+    toc = "".join(f"<li><a href='/ch{j}.html'>{j}. Chapter number {j}</a></li>" for j in range(30))
+    html = f"<html><body><ul>{toc}</ul><p>Copyright 2021, The Authors. Made with a generator.</p></body></html>"
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 1, cues)
+    assert cues.blocks[0][1][0][1].startswith("Copyright")  # the body's own line, first in the walk
+    ballot.scores = np.asarray([0.0001] + [0.9] * (len(cues.blocks) - 1))
+    assert not any(decide_blocks(ballot, PARAMS).template)
+    # Without that guard the model decides: the contents go, the copyright line stays.
+    off = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_min_kept=0))
+    assert decide_blocks(ballot, off).template == [False] + [True] * (len(cues.blocks) - 1)
 
 
 def test_outside_the_region_new_prose_as_content_like_as_the_regions_text_stays() -> None:

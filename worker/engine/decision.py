@@ -39,7 +39,8 @@ the few pages counted cannot tell from the template), the page-level model decid
 a block is template above `pagelevel.cold_ratio` times the page's text level (at
 `pagelevel.cold_quantile`), kept between `pagelevel.cold_floor` and `pagelevel.threshold`;
 unless at `cold_floor` it would remove more than `pagelevel.cold_max_removed_share` of the
-page's text (then it has misread the page, which stays whole).
+page's text or keep fewer than `pagelevel.cold_min_kept` characters of it (then it has
+misread the page, which stays whole: a table of contents whose every line is a link).
 Without the model, a cold page is kept whole (but for the sections its markup names, below).
 The block with the page's most plain text is never template by the model.
 
@@ -426,7 +427,8 @@ def _cold(scores: list[float] | None, chars: list[int], plp: PageLevelParams) ->
     # of a page there has misread the page, whatever a higher threshold would leave of it.
     floor = cold_bounds(plp)[0]
     removed = sum([c for c, s in zip(chars, scores, strict=True) if s > floor])
-    if removed > plp.cold_max_removed_share * sum(chars):
+    total = sum(chars)
+    if removed > plp.cold_max_removed_share * total or total - removed < plp.cold_min_kept:
         template = [False] * n
     else:
         threshold = cold_threshold(scores, chars, plp)

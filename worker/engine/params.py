@@ -235,6 +235,11 @@ class PageLevelParams:
         links, such as an index).
     cold_max_removed_share: the same on a host's first page, over all its text, with the
         model read at its lowest threshold (`cold_floor` with a ratio, else `threshold`).
+    cold_min_kept: and the first page stays whole when the model, read there, would keep
+        fewer than this many characters of it (a table of contents whose every line is a
+        link, leaving the copyright line: not a page's content). 0: no such guard. Chosen on
+        ../shared/crawl's first pages (the corpora score the same from 100 to 300:
+        docs/measurements.md, "A first page the model would leave a line of").
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
         (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
@@ -259,6 +264,7 @@ class PageLevelParams:
     outer_ratio: float = 10.0
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
+    cold_min_kept: int = 200
     smoothing: float = 0.0
     weighting: str = "log"
     max_values: int = 64
@@ -279,6 +285,8 @@ class PageLevelParams:
                 raise ConfigError(f"pagelevel.{name} must be a finite number >= 0")
         if self.smoothing < 0.0:
             raise ConfigError("smoothing must not be negative")
+        if self.cold_min_kept < 0:
+            raise ConfigError("pagelevel.cold_min_kept must be >= 0")
         if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:
             raise ConfigError("max_host_pages must be >= 0, max_values >= 2, max_smooth_nodes >= 1")
 

@@ -157,7 +157,11 @@ def test_disabled_model_leaves_the_table_alone() -> None:
 
 
 def test_html_output_drops_model_template_text() -> None:
-    outcome = decide(make_page(html=PAGE), HostTable(PARAMS.table), PARAMS, with_html=True)
+    # A first page with more of an article than PAGE's three lines (the model would keep less
+    # than `cold_min_kept` of PAGE, which then stays whole).
+    more = "<div>One more paragraph of the article, as long as the others, with commas, and an end.</div>" * 2
+    outcome = decide(make_page(html=PAGE.replace("</section>", more + "</section>")), HostTable(PARAMS.table),
+                     PARAMS, with_html=True)
     clean = outcome.clean
     assert clean is not None and clean.html is not None
     dropped = [b.text for b in clean.blocks if b.verdict == TEMPLATE]
