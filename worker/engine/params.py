@@ -181,7 +181,7 @@ class RegionParams:
         other pages (teasers, related stories, a menu's items), not names inside a line (the
         types of an API signature, a heading's module path). 0: every such block is a link
         list. Chosen by reading what it keeps on ../shared/crawl (the corpora score the same
-        from 8 to 20: docs/region.md, "Link lists beside the region").
+        from 0 to 20: docs/region.md, "Link lists beside the region").
 
     The others chosen by measurement, leave-one-corpus-out (docs/measurements.md).
     """
