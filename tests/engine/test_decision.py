@@ -424,6 +424,32 @@ def test_a_products_fields_beside_its_description_are_content(style: str) -> Non
     assert _shop_kept(style, off)[0] < share - 0.1
 
 
+def test_a_region_among_sections_of_one_kind_widens_to_the_element_around_them() -> None:
+    # A class page of three member groups with one class and tag (TypeDoc's member groups):
+    # the page's new text is in a different group from page to page. One key for all three
+    # would have enclosed the regions on every page and held the region to one group; told
+    # apart by their place, each group encloses a third of them, and the region widens to main.
+    def member_page(i: int) -> RawPage:
+        rng = random.Random(i)
+        groups = []
+        for g in range(3):
+            body = (f"<p>{sentence(rng, 18)}</p><p>{sentence(rng, 18)}</p>" if i % 3 == g
+                    else f"<p>Shared member {g}: returns the value it was given, unchanged and checked.</p>")
+            groups.append(f"<section class='group'><h2>Group {g}</h2>{body}</section>")
+        html = (f"<html><body><header>{NAV}</header><main><h1>Class number {i}</h1>{''.join(groups)}</main>"
+                f"{FOOTER}</body></html>")
+        return RawPage(f"https://api.example/c{i}.html", html, "api.example")
+
+    table = HostTable(PARAMS.table)
+    for i in range(30):
+        _, ballot = decide_with_ballot(member_page(i), table, PARAMS)
+    assert ballot is not None and ballot.cues is not None and ballot.region is not None
+    chain, shares = ballot.region
+    assert ballot.cues.tag[chain[0]] == "section" and shares[0] < PARAMS.region.container_share
+    first, _end = region_nodes(ballot, PARAMS.region.container_share)
+    assert ballot.cues.tag[first] == "main"
+
+
 def test_a_heading_with_linked_names_beside_the_region_is_content() -> None:
     # An API page (rustdoc's shape): its definition (the region) and beside it the heading that
     # names the item, whose path's names are links (most of the line in links: short names,

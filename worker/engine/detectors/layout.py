@@ -19,9 +19,10 @@ own table, and hands them to the decision (engine/decision.py):
   this page, outside links). A page's region can be narrower than the part of the page
   that carries its content (new text concentrated in one method's documentation, the rest
   of the page repeated), so the host's own content container widens it: each of the
-  region's enclosing elements (and itself) counts, by its container key, on the host's
-  pages; the page's region is its deepest enclosing element that enclosed the region on
-  at least `region.container_share` of the host's pages.
+  region's enclosing elements (and itself) counts, by its container key (told from its
+  earlier siblings' with the same key by its place among them: one of several member
+  groups), on the host's pages; the page's region is its deepest enclosing element that
+  enclosed the region on at least `region.container_share` of the host's pages.
 """
 
 from __future__ import annotations
@@ -74,6 +75,23 @@ def _path_keys(path: int) -> tuple[int, int]:
 def _container_key(container: int) -> int:
     """A container key's tagged "enclosed the content region" key."""
     return tagged_key(container, _CONTAINER_SALT)
+
+
+def _nth_container(cues: PageTree, node: int) -> int:
+    """The node's container key, told from its earlier siblings' with the same key by its
+    place among them (the first keeps the key itself)."""
+    container, end = cues.container, cues.end
+    key = container[node]
+    parent = cues.parent[node]
+    if parent < 0:
+        return key
+    nth = 0
+    child = parent + 1
+    while child < node:
+        if container[child] == key:
+            nth += 1
+        child = end[child]
+    return key if not nth else (key ^ (nth * 0x9E3779B97F4A7C15)) & _U64
 
 
 def content_region(cues: PageTree, novel: list[int], share: float) -> int:
@@ -169,8 +187,7 @@ class Layout:
         parent = cues.parent
         while parent[chain[-1]] >= 0:
             chain.append(parent[chain[-1]])
-        container = cues.container
-        enclosing = [_container_key(container[node]) for node in chain]
+        enclosing = [_container_key(_nth_container(cues, node)) for node in chain]
         keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
         return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table)
 
