@@ -21,6 +21,7 @@ from detemplate.engine.detectors.base import Ballot
 from detemplate.engine.detectors.layout import content_region
 from detemplate.engine.model import CONTENT, METHOD_COLD, TEMPLATE, Outcome, RawPage
 from detemplate.engine.page import parse, walk
+from detemplate.engine.page.cues import F_THINT
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import decide, decide_with_ballot
 from detemplate.engine.table import HostTable
@@ -448,6 +449,32 @@ def test_a_region_among_sections_of_one_kind_widens_to_the_element_around_them()
     assert ballot.cues.tag[chain[0]] == "section" and shares[0] < PARAMS.region.container_share
     first, _end = region_nodes(ballot, PARAMS.region.container_share)
     assert ballot.cues.tag[first] == "main"
+
+
+def test_a_region_in_a_template_named_element_widens_past_it() -> None:
+    # An API's member pages (a Haxe documentation generator's shape): the class name and a
+    # line of description are the page's only new text, in `div.page-header`, which the
+    # host's regions were on most pages; the members below vary from class to class. A
+    # header is no content container: the region widens to the element that encloses the
+    # header and the members, which the host's regions were in as well.
+    pool = [f"method{k} (value:Int):Void" for k in range(40)]
+
+    def member_page(i: int) -> RawPage:
+        rng = random.Random(i)
+        members = "".join(f"<div class='member'>{m}</div>" for m in rng.sample(pool, 3))
+        html = (f"<html><body><header>{NAV}</header><div class='main-col'><div class='page-header'><h1>class "
+                f"Widget{i} extends Base</h1><p>{sentence(rng, 6)}</p></div><div class='members'>{members}</div>"
+                f"</div>{FOOTER}</body></html>")
+        return RawPage(f"https://api.example/w{i}.html", html, "api.example")
+
+    table = HostTable(PARAMS.table)
+    for i in range(30):
+        _, ballot = decide_with_ballot(member_page(i), table, PARAMS)
+    assert ballot is not None and ballot.cues is not None and ballot.region is not None
+    (header, column, *_), (share, *_) = ballot.region
+    assert ballot.cues.flags[header] & F_THINT and share >= PARAMS.region.container_share
+    assert not ballot.cues.flags[column] & F_THINT
+    assert region_nodes(ballot, PARAMS.region.container_share)[0] == column
 
 
 def test_a_heading_with_linked_names_beside_the_region_is_content() -> None:

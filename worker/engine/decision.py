@@ -108,16 +108,21 @@ class BlockDecisions(NamedTuple):
 def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
     """The page's content region as a range of block-tree nodes [first, end): the region
     widened to its deepest enclosing element that enclosed the host's regions on at least
-    `container_share` of its pages (the whole page without a region)."""
+    `container_share` of its pages (the whole page without a region). An element whose class
+    or id names template (a page header, a sidebar) is no such container while one further
+    out, below the body, names none and qualifies too."""
     cues = ballot.cues
     if cues is None or ballot.region is None:
         return 0, 1 << 62
     chain, shares = ballot.region
     node = chain[-1]
-    for at, share in zip(chain, shares, strict=False):
-        if share >= container_share:
-            node = at
-            break
+    qualified = [at for at, share in zip(chain, shares, strict=False) if share >= container_share]
+    if qualified:
+        node = qualified[0]
+        if cues.flags[node] & F_THINT:
+            better = [at for at in qualified[1:] if cues.tag[at] not in _PAGE_TAGS and not cues.flags[at] & F_THINT]
+            if better:
+                node = better[0]
     return node, cues.end[node]
 
 
