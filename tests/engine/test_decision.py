@@ -425,6 +425,16 @@ def test_a_products_fields_beside_its_description_are_content(style: str) -> Non
     assert _shop_kept(style, off)[0] < share - 0.1
 
 
+def _last_ballot(pages: list[RawPage]) -> Ballot:
+    """The ballot of the last of one host's pages, decided in turn with the default params."""
+    table = HostTable(PARAMS.table)
+    ballot = None
+    for p in pages:
+        _, ballot = decide_with_ballot(p, table, PARAMS)
+    assert ballot is not None
+    return ballot
+
+
 def test_a_region_among_sections_of_one_kind_widens_to_the_element_around_them() -> None:
     # A class page of three member groups with one class and tag (TypeDoc's member groups):
     # the page's new text is in a different group from page to page. One key for all three
@@ -441,10 +451,8 @@ def test_a_region_among_sections_of_one_kind_widens_to_the_element_around_them()
                 f"{FOOTER}</body></html>")
         return RawPage(f"https://api.example/c{i}.html", html, "api.example")
 
-    table = HostTable(PARAMS.table)
-    for i in range(30):
-        _, ballot = decide_with_ballot(member_page(i), table, PARAMS)
-    assert ballot is not None and ballot.cues is not None and ballot.region is not None
+    ballot = _last_ballot([member_page(i) for i in range(30)])
+    assert ballot.cues is not None and ballot.region is not None
     chain, shares = ballot.region
     assert ballot.cues.tag[chain[0]] == "section" and shares[0] < PARAMS.region.container_share
     first, _end = region_nodes(ballot, PARAMS.region.container_share)
@@ -467,10 +475,8 @@ def test_a_region_in_a_template_named_element_widens_past_it() -> None:
                 f"</div>{FOOTER}</body></html>")
         return RawPage(f"https://api.example/w{i}.html", html, "api.example")
 
-    table = HostTable(PARAMS.table)
-    for i in range(30):
-        _, ballot = decide_with_ballot(member_page(i), table, PARAMS)
-    assert ballot is not None and ballot.cues is not None and ballot.region is not None
+    ballot = _last_ballot([member_page(i) for i in range(30)])
+    assert ballot.cues is not None and ballot.region is not None
     (header, column, *_), (share, *_) = ballot.region
     assert ballot.cues.flags[header] & F_THINT and share >= PARAMS.region.container_share
     assert not ballot.cues.flags[column] & F_THINT
