@@ -21,14 +21,13 @@ asserts nothing.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import re
 import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from detemplate.tools.evaluate import page_prf, read_jsonl, tokens
 from selectolax.lexbor import LexborHTMLParser
 
 # generator (as sources.json names it) -> its content element, the first selector that matches
@@ -48,20 +47,6 @@ SELECTORS: dict[str, tuple[str, ...]] = {
     "TypeDoc": ("div.col-content", "div.col-8"),
     "dox (Haxe API docs)": ("div.span9", "div.content"),
 }
-_TOKEN = re.compile(r"\w+")
-
-
-def tokens(text: str) -> Counter[str]:
-    return Counter(t.lower() for t in _TOKEN.findall(text))
-
-
-def f1(out: Counter[str], gold: Counter[str]) -> float:
-    shared = sum((out & gold).values())
-    p = shared / max(1, sum(out.values()))
-    r = shared / max(1, sum(gold.values()))
-    return 2 * p * r / (p + r) if p + r else 0.0
-
-
 def element_text(html: str, selectors: tuple[str, ...]) -> str | None:
     tree = LexborHTMLParser(html)
     for node in tree.css("script, style, noscript"):
@@ -82,25 +67,21 @@ def main() -> int:
     sources = json.loads((args.crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
     generator = {s["host"]: s["generator"] for s in sources}
     gold: dict[str, Counter[str]] = {}
-    with gzip.open(args.crawl / "pages.jsonl.gz", "rt", encoding="utf-8") as fh:
-        for line in fh:
-            page = json.loads(line)
-            selectors = SELECTORS.get(generator.get(page["host"], ""))
-            if selectors is None:
-                continue
-            text = element_text(page["html"], selectors)
-            if text is not None and (counts := tokens(text)):
-                gold[page["url"]] = counts
+    for page in read_jsonl(args.crawl / "pages.jsonl.gz"):
+        selectors = SELECTORS.get(generator.get(page["host"], ""))
+        if selectors is None:
+            continue
+        text = element_text(page["html"], selectors)
+        if text is not None and (counts := tokens(text)):
+            gold[page["url"]] = counts
     ours: dict[str, list[float]] = defaultdict(list)
     whole: dict[str, list[float]] = defaultdict(list)
-    with open(args.output, encoding="utf-8") as fh:
-        for line in fh:
-            record = json.loads(line)
-            counts = gold.get(record.get("url", ""))
-            if counts is None or "blocks" not in record:
-                continue
-            ours[record["host"]].append(f1(tokens(record["text"]), counts))
-            whole[record["host"]].append(f1(tokens(" ".join(b["text"] for b in record["blocks"])), counts))
+    for record in read_jsonl(args.output):
+        counts = gold.get(record.get("url", ""))
+        if counts is None or "blocks" not in record:
+            continue
+        ours[record["host"]].append(page_prf(tokens(record["text"]), counts)[2])
+        whole[record["host"]].append(page_prf(tokens(" ".join(b["text"] for b in record["blocks"])), counts)[2])
     if not ours:
         print("no page of a host with a known generator in the output", file=sys.stderr)
         return 1

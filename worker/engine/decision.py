@@ -115,14 +115,17 @@ def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
     if cues is None or ballot.region is None:
         return 0, 1 << 62
     chain, shares = ballot.region
-    node = chain[-1]
-    qualified = [at for at, share in zip(chain, shares, strict=False) if share >= container_share]
-    if qualified:
-        node = qualified[0]
-        if cues.flags[node] & F_THINT:
-            better = [at for at in qualified[1:] if cues.tag[at] not in _PAGE_TAGS and not cues.flags[at] & F_THINT]
-            if better:
-                node = better[0]
+    flags, tags = cues.flags, cues.tag
+    named = -1  # the deepest qualifying element, when its class names template
+    for at, share in zip(chain, shares, strict=False):
+        if share < container_share:
+            continue
+        if not flags[at] & F_THINT:
+            if named < 0 or tags[at] not in _PAGE_TAGS:
+                return at, cues.end[at]
+        elif named < 0:
+            named = at
+    node = chain[-1] if named < 0 else named
     return node, cues.end[node]
 
 
