@@ -257,7 +257,7 @@ class PageLevelParams:
     cold_ratio: float = 10.0
     cold_quantile: float = 0.2
     cold_floor: float = 0.01
-    inner_threshold: float = 0.03
+    inner_threshold: float = 0.1
     inner_ratio: float = 1000.0
     region_quantile: float = 0.7
     outer_threshold: float = 0.1
