@@ -98,3 +98,40 @@ def test_template_clusters_stay_as_pure_as_measured(corpus: str) -> None:
         f"{corpus}: purity {pur:.3f} / inverse {inv:.3f} below the floors {floor_pur} / {floor_inv} "
         f"({len(set(labels))} clusters)"
     )
+
+
+@pytest.mark.corpora
+def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_hold() -> None:
+    """`detemplate eval --loco` over every corpus: the parameters it chooses on all of them
+    are the shipped ones (a change that moves the choice moves the default with it), and the
+    held-out figures hold issue 14's floors: macro F1 and P of the multi-page corpora at
+    least 0.95, every corpus at least keeping all body text."""
+    from detemplate.tools.evaluate import run_eval
+    from detemplate.tools.loco import run_loco
+
+    if not CORPORA.is_dir():
+        pytest.skip(f"development corpora not found at {CORPORA}")
+    folders = sorted(f for f in CORPORA.iterdir() if (f / "pages.jsonl.gz").is_file())
+    params = EngineParams()
+    results = run_eval(folders, params)
+    corpora = []
+    for folder in folders:
+        corpus = load_corpus(folder)
+        corpora.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
+    replays = run_loco(corpora, params)
+    names = [r.name for r in results]
+    evidence, cold, warm = replays.choose(names)
+    for name, value in (*evidence, *cold, *warm):
+        section, field = name.split(".")
+        shipped = getattr(getattr(params, section), field)
+        assert shipped == value, f"{name}: shipped {shipped}, chosen on all {len(names)} corpora {value}"
+    held = replays.held_out(names)
+    for r in results:
+        assert r.fulltext.f1 is not None and held[r.name].f1 >= r.fulltext.f1, (
+            f"{r.name}: held out F1 {held[r.name].f1:.4f} below keeping all body text ({r.fulltext.f1:.4f})"
+        )
+    multi = [held[r.name] for r in results if r.multi_page]
+    assert len(multi) >= 2
+    macro_f1 = sum(c.f1 for c in multi) / len(multi)
+    macro_p = sum(c.precision for c in multi) / len(multi)
+    assert macro_f1 >= 0.95 and macro_p >= 0.95, f"held out: macro F1 {macro_f1:.4f}, P {macro_p:.4f}"
