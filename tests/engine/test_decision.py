@@ -10,6 +10,7 @@ import pytest
 from detemplate.engine.decision import (
     ROLE_COMMENTS,
     ROLE_MAIN,
+    ROLE_OTHER,
     ROLE_RELATED,
     ROLE_TEMPLATE,
     cold_threshold,
@@ -264,7 +265,8 @@ def test_inside_the_region_the_model_removes_only_link_lists_far_above_the_regio
 
 
 def test_a_first_pages_threshold_follows_its_own_text() -> None:
-    plp = PARAMS.pagelevel
+    # With a ratio (the default is none: a fixed threshold, chosen by eval --loco).
+    plp = dataclasses.replace(PARAMS.pagelevel, cold_ratio=10.0, threshold=0.05)
     chars = [100, 100, 100, 100, 100]
     # A news article: its text scores 1e-4, so the floor holds.
     assert cold_threshold(np.asarray([1e-4, 1e-4, 1e-4, 0.03, 0.9]), chars, plp) == plp.cold_floor
@@ -278,18 +280,22 @@ def test_a_first_pages_threshold_follows_its_own_text() -> None:
 def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_whole() -> None:
     # One long table of like rows, the model's scores a little over the floor everywhere: it has
     # misread the page. A raised threshold would leave some rows and drop the others; the guard
-    # reads the model at its floor and keeps the page whole.
+    # reads the model at its floor and keeps the page whole. (With a threshold relative to the
+    # page's text; the default is a fixed one, at which floor and threshold are the same.)
+    params = dataclasses.replace(
+        PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_ratio=10.0, threshold=0.05)
+    )
     rows = "".join(f"<tr><td>cell {j:03d} of the table</td></tr>" for j in range(40))
-    cues = walk(parse(f"<html><body><table>{rows}</table></body></html>", PARAMS.segment), PARAMS.segment)
-    ballot = Ballot(PARAMS, cues.blocks, 1, cues)
+    cues = walk(parse(f"<html><body><table>{rows}</table></body></html>", params.segment), params.segment)
+    ballot = Ballot(params, cues.blocks, 1, cues)
     ballot.scores = np.asarray([0.02 if i % 2 else 0.2 for i in range(len(cues.blocks))])
-    assert cold_threshold(ballot.scores.tolist(), ballot.tally().chars, PARAMS.pagelevel) == PARAMS.pagelevel.threshold
-    decided = decide_blocks(ballot, PARAMS)
+    assert cold_threshold(ballot.scores.tolist(), ballot.tally().chars, params.pagelevel) == params.pagelevel.threshold
+    decided = decide_blocks(ballot, params)
     assert not any(decided.template)
     # Below the guard, the raised threshold decides: the rows at 0.2 go, those at 0.02 stay.
     # (Four short rows are left there: the guard of a page it would leave a line of is off.)
     ballot.scores = np.asarray([0.001 if i < 4 else (0.02 if i % 2 else 0.2) for i in range(len(cues.blocks))])
-    unguarded = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_min_kept=0))
+    unguarded = dataclasses.replace(params, pagelevel=dataclasses.replace(params.pagelevel, cold_min_kept=0))
     assert sum(decide_blocks(ballot, unguarded).template) == sum(1 for s in ballot.scores if s > 0.05)
 
 
@@ -345,17 +351,28 @@ RELATED = (  # other stories: new ones on every page
 )
 
 
+GALLERY = (  # a slideshow of photos beside the article: each caption prose, new on every page
+    "<div class='story-gallery'><ul>"
+    "<li><img src='/a.jpg'><p>1/3 Villagers of {a} carry sandbags to the river bank before the storm arrives.</p></li>"
+    "<li><img src='/b.jpg'><p>2/3 The old bridge at {b} under water on the second morning of the floods.</p></li>"
+    "<li><img src='/c.jpg'><p>3/3 Volunteers hand out blankets in the school hall, which became a shelter.</p></li>"
+    "</ul></div>"
+)
+
+
 def _article(i: int) -> str:
     return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
 
 
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
 def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams) -> None:
-    # Readers' comments and a box of other stories are page-specific text that the page-level
-    # model (trained on repetition) and the table take for content: the markup names them.
+    # Readers' comments, a box of other stories and a gallery's captions are page-specific
+    # text that the page-level model (trained on repetition) and the table take for content:
+    # the markup names them.
     table = HostTable(params.table)
     for i in range(3):  # a cold page, then warm ones
         html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1><p>{_article(i)}</p>" \
+               f"{GALLERY.format(a=WORDS[i + 3], b=WORDS[-i - 4])}" \
                f"</article>{RELATED.format(a=WORDS[i], b=WORDS[-i - 1])}{COMMENTS.replace('this', f'post {i}')}" \
                f"{FOOTER}</body></html>"
         out = decide(RawPage(f"https://blog.example/p{i}", html, "blog.example"), table, params)
@@ -366,21 +383,23 @@ def test_comments_and_related_sections_leave_the_text_with_their_roles(params: E
         assert roles == {(TEMPLATE, ROLE_COMMENTS)}
         roles = {(b.verdict, b.role) for b in out.clean.blocks if "what the village" in b.text}
         assert roles == {(TEMPLATE, ROLE_RELATED)}
+        roles = {(b.verdict, b.role) for b in out.clean.blocks if "/3 " in b.text}
+        assert roles == {(TEMPLATE, ROLE_OTHER)}
         roles = {(b.verdict, b.role) for b in out.clean.blocks if f"Paragraph {i} sentence 11" in b.text}
         assert roles == {(CONTENT, ROLE_MAIN)}
 
 
 def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None:
     # A documentation comment ("tsd-comment"), sections whose id is their heading's words, a
-    # "read more" admonition, and a page wrapper whose class says the site uses comments (it
-    # holds the main text).
+    # "read more" admonition, a page wrapper whose class says the site uses comments and an
+    # element whose class names a gallery (both hold the main text).
     doc = (
         "<html><body class='use-disqus'><main><section id='comments'><h2>Comments</h2>"
         "<p>A comment in code starts with a hash sign and runs to the end of the line.</p></section>"
         f"<div class='tsd-comment'><p>Reads a block of words from a register, one at a time.</p></div>"
         "<section id='recommending'><p>Recommending items to a user takes a trained pipeline.</p></section>"
         "<div class='readmore admonition'><p>See also the chapter on waves for the same idea.</p></div>"
-        f"<p>{_article(0)}</p></main></body></html>"
+        f"<div class='gallery-page'><p>{_article(0)}</p></div></main></body></html>"
     )
     out = decide(RawPage("https://docs.example/a", doc, "docs.example"), HostTable(NO_MODEL.table), NO_MODEL)
     assert out.clean is not None

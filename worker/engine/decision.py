@@ -50,17 +50,19 @@ scores high, and a photo caption on a news site, whose article scores a thousand
 lower. Read against the page's own text, a score says how unlike the page's content a
 block is (docs/region.md, "The model against the page's own text").
 
-On every page, cold or warm, a block inside a comments section or a box of links to other
-pages leaves the text whatever else said: an element whose class names one (page/cues.py
-`F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`: "related", "recommend",
-"most-read", ...) and that does not hold the page's main text (`aside_blocks`). Readers'
-comments and other stories are page-specific, so the table never removes them, and the
-model, trained on a crawl's repetition, scores them as content.
+On every page, cold or warm, a block inside a comments section, a box of links to other
+pages or a gallery leaves the text whatever else said: an element whose class names one
+(page/cues.py `F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`: "related",
+"recommend", "most-read", ...; `F_GALLERY`: "gallery", "slideshow", "carousel") and that
+does not hold the page's main text (`aside_blocks`). Readers' comments, other stories and
+photo captions are page-specific, so the table never removes them, and the model, trained
+on a crawl's repetition, scores them as content.
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
-``related`` (in such a section), or, for other text the model removed that is new to the
-host (page-specific, not main content): ``related`` (mostly links) or ``other``.
+``related`` (in such a section), ``other`` (in a gallery), or, for other text the model
+removed that is new to the host (page-specific, not main content): ``related`` (mostly
+links) or ``other``.
 
 `decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
 replays it over recorded ballots to choose parameters leave-one-corpus-out.
@@ -79,7 +81,7 @@ import numpy as np
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
-from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_RELATED, F_RELATED, F_THINT
+from .page.cues import F_COMMENTS, F_GALLERY, F_IN_COMMENTS, F_IN_GALLERY, F_IN_RELATED, F_RELATED, F_THINT
 from .page.tree import PageTree, main_block
 from .params import EngineParams, PageLevelParams
 
@@ -90,8 +92,8 @@ ROLE_RELATED = "related"
 ROLE_OTHER = "other"
 ROLES = (ROLE_MAIN, ROLE_TEMPLATE, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER)
 
-_SECTION_BITS = F_COMMENTS | F_RELATED  # the element's own class names such a section
-_IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED  # an enclosing element's does
+_SECTION_BITS = F_COMMENTS | F_RELATED | F_GALLERY  # the element's own class names such a section
+_IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED | F_IN_GALLERY  # an enclosing element's does
 _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
 _PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
@@ -270,10 +272,11 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     """The blocks in a section that is not the page's main content, with the section's role:
-    inside an element whose class names a comments section or a box of links to other pages
-    (page/cues.py F_COMMENTS, F_RELATED) and that does not hold the page's main text
-    (page/tree.py `main_block`: an article whose element says it has comments is no comments
-    section). The nearest such element names the role."""
+    inside an element whose class names a comments section, a box of links to other pages or
+    a gallery (page/cues.py F_COMMENTS, F_RELATED, F_GALLERY) and that does not hold the
+    page's main text (page/tree.py `main_block`: an article whose element says it has
+    comments is no comments section). The nearest such element names the role (a gallery's:
+    other)."""
     if cues is None:
         return {}
     flags = cues.flags
@@ -289,7 +292,7 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
         while at > 0:
             bits = flags[at]
             if bits & _SECTION_BITS and not at <= main < end[at]:
-                out[i] = ROLE_COMMENTS if bits & F_COMMENTS else ROLE_RELATED
+                out[i] = ROLE_COMMENTS if bits & F_COMMENTS else ROLE_RELATED if bits & F_RELATED else ROLE_OTHER
                 break
             if not bits & _IN_SECTION_BITS:
                 break  # no enclosing element names such a section

@@ -253,8 +253,8 @@ class PageLevelParams:
 
     enabled: bool = True
     max_host_pages: int = 0
-    threshold: float = 0.05
-    cold_ratio: float = 10.0
+    threshold: float = 0.02
+    cold_ratio: float = 0.0
     cold_quantile: float = 0.2
     cold_floor: float = 0.01
     inner_threshold: float = 0.1
