@@ -366,12 +366,14 @@ def _article(i: int) -> str:
 
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
 def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams) -> None:
-    # Readers' comments, a box of other stories and a gallery's captions are page-specific
-    # text that the page-level model (trained on repetition) and the table take for content:
-    # the markup names them.
+    # Readers' comments, a box of other stories, a gallery's captions and the byline are
+    # page-specific text that the page-level model (trained on repetition) and the table take
+    # for content: the markup names them.
     table = HostTable(params.table)
     for i in range(3):  # a cold page, then warm ones
-        html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1><p>{_article(i)}</p>" \
+        html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1>" \
+               f"<div class='article-byline'>By Ann {WORDS[i + 6]}, staff writer, March {i + 2}, 2017</div>" \
+               f"<p>{_article(i)}</p>" \
                f"{GALLERY.format(a=WORDS[i + 3], b=WORDS[-i - 4])}" \
                f"</article>{RELATED.format(a=WORDS[i], b=WORDS[-i - 1])}{COMMENTS.replace('this', f'post {i}')}" \
                f"{FOOTER}</body></html>"
@@ -383,7 +385,7 @@ def test_comments_and_related_sections_leave_the_text_with_their_roles(params: E
         assert roles == {(TEMPLATE, ROLE_COMMENTS)}
         roles = {(b.verdict, b.role) for b in out.clean.blocks if "what the village" in b.text}
         assert roles == {(TEMPLATE, ROLE_RELATED)}
-        roles = {(b.verdict, b.role) for b in out.clean.blocks if "/3 " in b.text}
+        roles = {(b.verdict, b.role) for b in out.clean.blocks if "/3 " in b.text or "staff writer" in b.text}
         assert roles == {(TEMPLATE, ROLE_OTHER)}
         roles = {(b.verdict, b.role) for b in out.clean.blocks if f"Paragraph {i} sentence 11" in b.text}
         assert roles == {(CONTENT, ROLE_MAIN)}

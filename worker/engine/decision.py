@@ -51,16 +51,17 @@ lower. Read against the page's own text, a score says how unlike the page's cont
 block is (docs/region.md, "The model against the page's own text").
 
 On every page, cold or warm, a block inside a comments section, a box of links to other
-pages or a gallery leaves the text whatever else said: an element whose class names one
-(page/cues.py `F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`: "related",
-"recommend", "most-read", ...; `F_GALLERY`: "gallery", "slideshow", "carousel") and that
-does not hold the page's main text (`aside_blocks`). Readers' comments, other stories and
-photo captions are page-specific, so the table never removes them, and the model, trained
-on a crawl's repetition, scores them as content.
+pages, a gallery or a byline leaves the text whatever else said: an element whose class
+names one (page/cues.py `F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`:
+"related", "recommend", "most-read", ...; `F_OTHER`: "gallery", "slideshow", "carousel",
+"byline") and that does not hold the page's main text (`aside_blocks`). Readers' comments,
+other stories, photo captions and the story's author and dates are page-specific, so the
+table never removes them, and the model, trained on a crawl's repetition, scores them as
+content.
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
-``related`` (in such a section), ``other`` (in a gallery), or, for other text the model
+``related`` (in such a section), ``other`` (in a gallery or a byline), or, for other text the model
 removed that is new to the host (page-specific, not main content): ``related`` (mostly
 links) or ``other``.
 
@@ -81,7 +82,7 @@ import numpy as np
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
-from .page.cues import F_COMMENTS, F_GALLERY, F_IN_COMMENTS, F_IN_GALLERY, F_IN_RELATED, F_RELATED, F_THINT
+from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED, F_THINT
 from .page.tree import PageTree, main_block
 from .params import EngineParams, PageLevelParams
 
@@ -92,8 +93,8 @@ ROLE_RELATED = "related"
 ROLE_OTHER = "other"
 ROLES = (ROLE_MAIN, ROLE_TEMPLATE, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER)
 
-_SECTION_BITS = F_COMMENTS | F_RELATED | F_GALLERY  # the element's own class names such a section
-_IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED | F_IN_GALLERY  # an enclosing element's does
+_SECTION_BITS = F_COMMENTS | F_RELATED | F_OTHER  # the element's own class names such a section
+_IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED | F_IN_OTHER  # an enclosing element's does
 _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
 _PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
@@ -273,10 +274,10 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     """The blocks in a section that is not the page's main content, with the section's role:
     inside an element whose class names a comments section, a box of links to other pages or
-    a gallery (page/cues.py F_COMMENTS, F_RELATED, F_GALLERY) and that does not hold the
-    page's main text (page/tree.py `main_block`: an article whose element says it has
-    comments is no comments section). The nearest such element names the role (a gallery's:
-    other)."""
+    a gallery or a byline (page/cues.py F_COMMENTS, F_RELATED, F_OTHER) and that does not
+    hold the page's main text (page/tree.py `main_block`: an article whose element says it
+    has comments is no comments section). The nearest such element names the role (a
+    gallery's and a byline's: other)."""
     if cues is None:
         return {}
     flags = cues.flags

@@ -61,8 +61,8 @@ F_COMMENTS = 1 << 13
 F_RELATED = 1 << 14
 F_IN_COMMENTS = F_COMMENTS << 2
 F_IN_RELATED = F_RELATED << 2
-F_GALLERY = 1 << 17  # (bit 15 and 16 are the two above, passed on)
-F_IN_GALLERY = F_GALLERY << 2
+F_OTHER = 1 << 17  # a gallery or a byline (bits 15 and 16 are the two above, passed on)
+F_IN_OTHER = F_OTHER << 2
 INHERIT = {
     "nav": F_IN_NAV,
     "menu": F_IN_NAV,
@@ -140,10 +140,12 @@ _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
 # index's posts). Measured in docs/measurements.md ("Comments and related sections").
 _COMMENTS_CLASS_RE = re.compile(r"comments|comment[-_]?list|disqus")
 _RELATED_CLASS_RE = re.compile(r"related|recommend|popular|trending|most-?read|more-stories|outbrain|taboola|also-read")
-# And a gallery of photos, a slideshow or a carousel: captions of pictures, this story's
-# or other stories' ("gallery", "companion-galleries", "slideshow", "carousel"), beside the
-# article. Measured in docs/measurements.md ("Galleries").
-_GALLERY_CLASS_RE = re.compile(r"galler|slideshow|carousel")
+# And other page-specific text that is not the article: a gallery of photos, a slideshow or a
+# carousel (captions of pictures, this story's or other stories': "gallery",
+# "companion-galleries", "slideshow", "carousel"), and the byline (the author's name, title
+# and the dates of the story: "byline", "article-byline"). Measured in docs/measurements.md
+# ("Galleries and bylines").
+_OTHER_CLASS_RE = re.compile(r"galler|slideshow|carousel|byline")
 
 
 HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
@@ -199,8 +201,8 @@ def hints(pair: tuple[str, str]) -> int:
         flags |= F_COMMENTS
     if _RELATED_CLASS_RE.search(cls):
         flags |= F_RELATED
-    if _GALLERY_CLASS_RE.search(cls):
-        flags |= F_GALLERY
+    if _OTHER_CLASS_RE.search(cls):
+        flags |= F_OTHER
     if len(text) <= HINTS_MAX_CHARS:
         if len(HINTS) >= HINTS_MAX:
             HINTS.clear()
