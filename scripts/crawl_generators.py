@@ -11,7 +11,10 @@ page of a host whose generator (`sources.json`) is in `SELECTORS` and that has t
 the script scores the output's `text` and all of the page's block text (keeping everything)
 against that element's text, with the corpora's metric (tokens, P/R/F1 per page, mean over the
 host's pages), and prints each host's F1 beside keeping all, and the hosts where the output
-is under keeping all: a run that removes real content on sites nobody chose anything on.
+is under keeping all: a run that removes real content on sites nobody chose anything on. A
+last line does the same for the hosts' first pages alone (`page_no` 1: a crawl's home pages,
+which the page-level model judges alone), and counts those more than 0.05 under the page
+whole.
 
 A diagnostic, not a gold: blog generators (Hugo, Hexo, Pelican, ...) have no such element and
 are left out, and an element's extent is the generator's, not a reader's. Prints figures;
@@ -76,12 +79,17 @@ def main() -> int:
             gold[page["url"]] = counts
     ours: dict[str, list[float]] = defaultdict(list)
     whole: dict[str, list[float]] = defaultdict(list)
+    first: list[tuple[float, float]] = []  # (ours, whole) of each host's first page
     for record in read_jsonl(args.output):
         counts = gold.get(record.get("url", ""))
         if counts is None or "blocks" not in record:
             continue
-        ours[record["host"]].append(page_prf(tokens(record["text"]), counts)[2])
-        whole[record["host"]].append(page_prf(tokens(" ".join(b["text"] for b in record["blocks"])), counts)[2])
+        kept = page_prf(tokens(record["text"]), counts)[2]
+        everything = page_prf(tokens(" ".join(b["text"] for b in record["blocks"])), counts)[2]
+        ours[record["host"]].append(kept)
+        whole[record["host"]].append(everything)
+        if record.get("page_no") == 1:
+            first.append((kept, everything))
     if not ours:
         print("no page of a host with a known generator in the output", file=sys.stderr)
         return 1
@@ -97,6 +105,10 @@ def main() -> int:
     print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 {statistics.fmean(r[1] for r in rows):.3f}, "
           f"keeping all {statistics.fmean(r[2] for r in rows):.3f}; under keeping all (by more than 0.005): "
           f"{len(under)} host(s)")
+    if first:
+        print(f"first pages: {len(first)}, F1 {statistics.fmean(k for k, _ in first):.3f}, the pages whole "
+              f"{statistics.fmean(w for _, w in first):.3f}; more than 0.05 under the page whole: "
+              f"{sum(k < w - 0.05 for k, w in first)}")
     return 0
 
 

@@ -40,7 +40,7 @@ def _output(tmp: Path, keep_content: bool) -> Path:
         url = "https://blog.example/" if n == 9 else f"https://docs.example/{n}.html"
         blocks = [{"text": "Navigation Index Search"}, {"text": f"Page {n} {CONTENT}"}, {"text": "Copyright"}]
         text = f"Page {n} {CONTENT}" if keep_content else "Navigation Index Search"
-        lines.append(json.dumps({"url": url, "host": host, "text": text, "blocks": blocks}))
+        lines.append(json.dumps({"url": url, "host": host, "page_no": n + 1, "text": text, "blocks": blocks}))
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
@@ -57,7 +57,9 @@ def test_the_content_element_is_the_gold_and_keeping_all_the_baseline(tmp_path: 
     # Only the Sphinx host is scored (Hugo has no element in SELECTORS): its 3 pages.
     assert "1 hosts, 3 pages: macro F1 1.000" in good
     assert "under keeping all (by more than 0.005): 0 host(s)" in good
+    assert "first pages: 1, F1 1.000" in good  # the Sphinx host's page 1 (the Hugo page is not scored)
     bad = _run(crawl, _output(tmp_path, keep_content=False))
     assert "macro F1 0.000" in bad
     assert "under keeping all (by more than 0.005): 1 host(s)" in bad
     assert "Sphinx, docs.example" in bad
+    assert "more than 0.05 under the page whole: 1" in bad
