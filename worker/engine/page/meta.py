@@ -1,11 +1,18 @@
 """A page's title and the language it declares, read from the parsed lexbor tree.
 
-Cheap by design (docs/formats.md measures it): one CSS lookup for ``<title>``, the root's
-``lang`` attribute, and only when that is missing a lookup of ``<meta http-equiv=
-"content-language">``. Nothing is guessed: a page that declares no language has none.
+Cheap by design (docs/formats.md measures it): the first ``<title>`` is looked for among the
+head's elements first (a few of them), and in the whole tree only when the head has none (a
+CSS lookup from the root: on a freshly parsed page 0.1-0.2 ms against 8 us); the head precedes
+the body, so a title in the head is the first in document order, the answer a lookup from the
+root gives. Then the root's ``lang`` attribute, and only when that is missing a lookup of
+``<meta http-equiv="content-language">`` (looking in the head first was slower here: most
+pages without ``lang`` declare no language at all). Nothing is guessed: a page that declares
+no language has none.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
@@ -15,11 +22,24 @@ MAX_LANG_CHARS = 35  # BCP 47's longest useful tags are shorter; anything longer
 
 def page_title(tree: LexborHTMLParser) -> str | None:
     """The text of the page's first <title>, whitespace-normalised; None when it has none or it is empty."""
-    node = tree.css_first("title")
+    node = _in_head(tree, "title")
     if node is None:
-        return None
+        node = tree.css_first("title")  # a <title> outside the head (an SVG's), or none
+        if node is None:
+            return None
     text = " ".join(node.text(deep=True).split())
     return text[:MAX_TITLE_CHARS] or None
+
+
+def _in_head(tree: LexborHTMLParser, tag: str) -> Any:
+    """The first element named `tag` in the head (document order), or None."""
+    head = tree.head
+    if head is None:
+        return None
+    for node in head.traverse():
+        if node.tag == tag:
+            return node
+    return None
 
 
 def page_lang(tree: LexborHTMLParser) -> str | None:
