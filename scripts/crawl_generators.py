@@ -50,6 +50,8 @@ SELECTORS: dict[str, tuple[str, ...]] = {
     "TypeDoc": ("div.col-content", "div.col-8"),
     "dox (Haxe API docs)": ("div.span9", "div.content"),
 }
+
+
 def element_text(html: str, selectors: tuple[str, ...]) -> str | None:
     tree = LexborHTMLParser(html)
     for node in tree.css("script, style, noscript"):

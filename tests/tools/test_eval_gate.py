@@ -106,7 +106,7 @@ def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_h
     are the shipped ones (a change that moves the choice moves the default with it), and the
     held-out figures hold issue 14's floors: macro F1 and P of the multi-page corpora at
     least 0.95, every corpus at least keeping all body text."""
-    from detemplate.tools.evaluate import run_eval
+    from detemplate.tools.evaluate import loco_corpora, run_eval
     from detemplate.tools.loco import run_loco
 
     if not CORPORA.is_dir():
@@ -114,11 +114,7 @@ def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_h
     folders = sorted(f for f in CORPORA.iterdir() if (f / "pages.jsonl.gz").is_file())
     params = EngineParams()
     results = run_eval(folders, params)
-    corpora = []
-    for folder in folders:
-        corpus = load_corpus(folder)
-        corpora.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
-    replays = run_loco(corpora, params)
+    replays = run_loco(loco_corpora(folders), params)
     names = [r.name for r in results]
     evidence, cold, warm = replays.choose(names)
     for name, value in (*evidence, *cold, *warm):

@@ -36,11 +36,12 @@ So, once the host's table has learned something (a warm host):
 On a host's first page (a cold host: the table has nothing to compare with), and on a
 young host's page with no text new to the host (a duplicate of an earlier page, whose content
 the few pages counted cannot tell from the template), the page-level model decides alone:
-a block is template above `pagelevel.cold_ratio` times the page's text level (at
-`pagelevel.cold_quantile`), kept between `pagelevel.cold_floor` and `pagelevel.threshold`;
-unless at `cold_floor` it would remove more than `pagelevel.cold_max_removed_share` of the
-page's text or keep fewer than `pagelevel.cold_min_kept` characters of it (then it has
-misread the page, which stays whole: a table of contents whose every line is a link).
+a block is template above `pagelevel.threshold` (with `pagelevel.cold_ratio` above 0: that
+ratio times the page's text level at `pagelevel.cold_quantile`, kept between
+`pagelevel.cold_floor` and `threshold`); unless at its lowest threshold it would remove
+more than `pagelevel.cold_max_removed_share` of the page's text or keep fewer than
+`pagelevel.cold_min_kept` characters of it (then it has misread the page, which stays
+whole: a table of contents whose every line is a link).
 Without the model, a cold page is kept whole (but for the sections its markup names, below).
 The block with the page's most plain text is never template by the model.
 

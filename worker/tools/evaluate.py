@@ -727,6 +727,16 @@ def run_eval(
     return results
 
 
+def loco_corpora(folders: Iterable[Path]) -> list[tuple[str, Sequence[RawPage], dict[str, str]]]:
+    """What `loco.run_loco` replays: each corpus's name, pages and scored gold (`must_keep`
+    pages are checked for their values, not scored on text)."""
+    out: list[tuple[str, Sequence[RawPage], dict[str, str]]] = []
+    for folder in folders:
+        corpus = load_corpus(folder)
+        out.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
+    return out
+
+
 def format_loco(results: Sequence[CorpusResult], replays: Any, anchors: Anchors) -> str:
     """The leave-one-corpus-out table (tools/loco.py) beside this run's figures and the baselines."""
     names = [r.name for r in results]
@@ -787,15 +797,10 @@ def _handle(args: argparse.Namespace) -> int:
     if args.loco:
         from .loco import run_loco
 
-        corpora = []
-        for folder in folders:
-            corpus = load_corpus(folder)
-            corpora.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
-
         def tick(name: str, evidence: Any) -> None:
             logger.info("loco: %s recorded and replayed under %s", name, evidence)
 
-        replays = run_loco(corpora, params, tick)
+        replays = run_loco(loco_corpora(folders), params, tick)
     if args.json:
         doc = {
             "corpora": [r.as_dict() for r in results],

@@ -12,9 +12,7 @@ no language has none.
 
 from __future__ import annotations
 
-from typing import Any
-
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 MAX_TITLE_CHARS = 1000  # a title longer than this is cut (some pages put their whole text there)
 MAX_LANG_CHARS = 35  # BCP 47's longest useful tags are shorter; anything longer is not a tag
@@ -31,7 +29,7 @@ def page_title(tree: LexborHTMLParser) -> str | None:
     return text[:MAX_TITLE_CHARS] or None
 
 
-def _in_head(tree: LexborHTMLParser, tag: str) -> Any:
+def _in_head(tree: LexborHTMLParser, tag: str) -> LexborNode | None:
     """The first element named `tag` in the head (document order), or None."""
     head = tree.head
     if head is None:
