@@ -1,13 +1,16 @@
-"""detemplate.settings: defaults, DETEMPLATE_* parsing, flags over variables, the round trip to a child."""
+"""detemplate.settings: defaults, DETEMPLATE_* parsing, flags over variables, the round trip to a child,
+the garbage collector's threshold."""
 
 from __future__ import annotations
 
+import gc
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from detemplate import cli
 from detemplate.engine.errors import ConfigError
-from detemplate.settings import ENV_PREFIX, StreamSettings, env_for, load
+from detemplate.settings import ENV_PREFIX, GC_FIRST_THRESHOLD, StreamSettings, env_for, load
 
 
 def test_defaults_and_environment_parsing() -> None:
@@ -79,3 +82,17 @@ def test_the_worker_and_run_bound_tables_alike() -> None:
 
     # settings.py may not import the state layer: the default is written twice, and held equal here.
     assert StreamSettings().max_table_entries == DEFAULT_MAX_TABLE_ENTRIES
+
+
+def test_a_command_raises_the_collectors_first_threshold_and_keeps_the_others(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body><p>A page of one paragraph, decided.</p></body></html>")
+    saved = gc.get_threshold()
+    gc.set_threshold(700, 9, 11)
+    try:
+        assert cli.main(["run", str(site), "-o", str(tmp_path / "out.jsonl"), "--jobs", "1"]) == 0
+        assert gc.get_threshold() == (GC_FIRST_THRESHOLD, 9, 11)
+    finally:
+        gc.set_threshold(*saved)
+    assert (tmp_path / "out.jsonl").read_text().count("\n") == 1

@@ -53,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    settings.tune_gc()
     try:
         # The page walk is chosen once, from DETEMPLATE_PURE_PYTHON; DETEMPLATE_REQUIRE_COMPILED
         # (the container image sets it) refuses to go on without the compiled one.

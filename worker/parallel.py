@@ -63,6 +63,7 @@ from .engine.params import EngineParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import Undecoded, decode_record, iter_inputs
+from .settings import tune_gc
 from .state.base import SegmentStore
 from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
@@ -321,6 +322,7 @@ def _work(
 ) -> None:
     """A worker process: its summary to `conn`, or the error that stopped it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    tune_gc()  # the fork server's interpreter did not run the command line's main
     try:
         summary = _decide_share(spec, Path(work), index, done, queue)
     except DetemplateError as exc:
