@@ -225,6 +225,19 @@ def test_the_compiled_tag_scans_agree_with_python(parts: list[str]) -> None:
 
 
 @needs_fast
+@pytest.mark.parametrize("wide", ["", "\u00e9", "\U0001f600"])  # 1-, 2- and 4-byte strings
+def test_the_tag_count_is_exact_across_its_chunks(wide: str) -> None:
+    # The compiled count adds up chunks of 255 (1-byte) or 65,535 (2-byte) characters in their
+    # own width: lengths on both sides of each chunk's end, all "<" (a chunk's largest count).
+    from detemplate.engine.page import _walk  # type: ignore[attr-defined]
+
+    for n in (0, 1, 254, 255, 256, 510, 511, 65_534, 65_535, 65_536, 131_071, 131_072, 200_001):
+        for fill in ("<", "a<", "<<a"):
+            html = (fill * (n // len(fill) + 1))[:n] + wide
+            assert _walk.count_tags(html) == html.count("<"), (n, fill)
+
+
+@needs_fast
 @settings(max_examples=200, deadline=None)
 @given(
     keys=st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=120),
