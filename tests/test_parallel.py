@@ -4,6 +4,7 @@ number; a job that fails or is killed fails the run (exit 1) and leaves the stat
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -175,6 +176,24 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     with pytest.raises(JobFailedError, match="a bug in the engine"):
         run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, RunSummary())
     assert out.getvalue() == b""
+
+
+def _tell_gc(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
+    """A decide function that says which thresholds the job's garbage collector has."""
+    raise RuntimeError(f"collector thresholds {gc.get_threshold()}")
+
+
+def test_a_job_collects_garbage_as_its_parent(crawl: Path) -> None:
+    # The command line raises the first threshold (settings.tune_gc); the jobs come from a fork
+    # server that started with the defaults, and take the parent's.
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), _tell_gc)
+    saved = gc.get_threshold()
+    gc.set_threshold(12_345, 9, 11)
+    try:
+        with pytest.raises(JobFailedError, match=r"collector thresholds \(12345, 9, 11\)"):
+            run_jobs(spec, MemoryStore(), make_writer("jsonl", io.BytesIO(), OutputOptions()), None, RunSummary())
+    finally:
+        gc.set_threshold(*saved)
 
 
 def _children(parent: int) -> list[tuple[int, bytes]]:

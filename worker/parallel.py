@@ -33,6 +33,7 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import heapq
 import io
 import logging
@@ -63,7 +64,6 @@ from .engine.params import EngineParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import Undecoded, decode_record, iter_inputs
-from .settings import tune_gc
 from .state.base import SegmentStore
 from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
@@ -318,11 +318,19 @@ def _decide_share(
 
 
 def _work(
-    spec: JobSpec, work: str, index: int, done: Synchronized[int], conn: Connection, queue: Queue[Batch | None]
+    spec: JobSpec,
+    work: str,
+    index: int,
+    done: Synchronized[int],
+    conn: Connection,
+    queue: Queue[Batch | None],
+    gc_threshold: tuple[int, ...],
 ) -> None:
     """A worker process: its summary to `conn`, or the error that stopped it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
-    tune_gc()  # the fork server's interpreter did not run the command line's main
+    # The garbage collector as the parent has it (the command line raises its first threshold,
+    # settings.tune_gc): the fork server's interpreter started with the defaults.
+    gc.set_threshold(*gc_threshold)
     try:
         summary = _decide_share(spec, Path(work), index, done, queue)
     except DetemplateError as exc:
@@ -393,7 +401,7 @@ class _Jobs:
             queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
             process = ctx.Process(
                 target=_work,
-                args=(spec, str(work), index, done, send, queue),
+                args=(spec, str(work), index, done, send, queue, gc.get_threshold()),
                 name=f"detemplate-job-{index}",
                 daemon=True,
             )

@@ -418,6 +418,6 @@ GC_FIRST_THRESHOLD = 10_000
 
 def tune_gc() -> None:
     """Raise the cyclic collector's first threshold (`GC_FIRST_THRESHOLD`) in a process that
-    decides pages: every command, and each job of `run --jobs`. The engine, a library, leaves
-    the collector as the embedding process has it."""
+    decides pages: every command (`cli.main`; each job of `run --jobs` takes the parent's
+    thresholds). The engine, a library, leaves the collector as the embedding process has it."""
     gc.set_threshold(GC_FIRST_THRESHOLD, *gc.get_threshold()[1:])
