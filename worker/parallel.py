@@ -19,7 +19,8 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
   table a worker holds into the run's store and flushes it: the state directory is one
   RocksDB that a later run, with any N, continues. A failed run copies nothing.
 - Processes: the jobs are forked from multiprocessing's fork server, which imported this
-  module and opened nothing; the parent's open state never crosses into a job.
+  module and opened nothing; the parent's open state never crosses into a job. A job takes
+  the parent's garbage-collector thresholds (the command line raises the first one).
 - Output: a worker gives the format's Writer a sink that files every write as a record
   (seq, index, bytes) in the worker's temporary file, in its own input order; events
   likewise. The parent's own Writer wrote the file's header (WET's warcinfo record), and
