@@ -22,6 +22,9 @@ ABI = re.search(r"^ABI = (\d+)$", (Path(__file__).parent / ABI_FILE).read_text(e
 assert ABI is not None, f"no ABI in {ABI_FILE}"
 
 PACKAGES = ["detemplate" + name[len("worker") :] for name in find_packages(include=["worker", "worker.*"])]
+# The page-level model's shipped weights: a folder of data (no module), listed so that setuptools
+# ships it as a package of its own rather than warn that it would ignore it.
+PACKAGES.append("detemplate.engine.detectors.data")
 
 extensions = [
     Extension(

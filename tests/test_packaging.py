@@ -74,6 +74,11 @@ def test_build_without_a_compiler_gives_an_sdist_with_the_pyx_and_a_wheel_that_r
     assert not any(n.endswith((".so", "_walk.c")) for n in names)
     with zipfile.ZipFile(wheel) as whl:
         assert not [n for n in whl.namelist() if n.endswith(".so")]
+        assert "detemplate/engine/detectors/data/pagelevel.json" in whl.namelist()  # the model's weights
+    # The package layout and its metadata as setuptools wants them: no warning that it would
+    # leave the weights' folder out, nor that the license field is of a deprecated form.
+    assert "is absent from the `packages` configuration" not in build.stdout + build.stderr
+    assert "`project.license` as a TOML table is deprecated" not in build.stdout + build.stderr
 
     # `pip install` of that wheel, without the stream extra: `run` works with the Python walk.
     venv = tmp_path / "venv"
