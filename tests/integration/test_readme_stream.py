@@ -62,6 +62,8 @@ def test_readme_stream_lines_work_as_written(tmp_path: Path) -> None:
             results[args[1]] = done
             assert done.returncode == 0, f"{line}\n{done.stderr.decode(errors='replace')}\n{logs(tmp_path)}"
         printed = results["consume"].stdout.decode().splitlines()
+        for client in ("produce", "consume"):  # what the client did, not aiokafka's bookkeeping
+            assert b"aiokafka" not in results[client].stderr, results[client].stderr.decode(errors="replace")
         assert len(printed) == 10  # --count 10: ten records, not the whole topic
         assert all(json.loads(r)["url"].startswith("https://") for r in printed)
         # The whole topic without --count, and without --tansu against the bundled broker: every page.

@@ -215,11 +215,19 @@ def _version() -> str:
         return "unknown"
 
 
+def _quiet_client(args: argparse.Namespace) -> None:
+    """`produce` and `consume` say what they did; aiokafka's INFO lines (the topics it
+    subscribes to, its group's coordinator) are its own bookkeeping, shown with -v only."""
+    if not args.verbose:
+        logging.getLogger("aiokafka").setLevel(logging.WARNING)
+
+
 def _produce(args: argparse.Namespace) -> int:
     missing = missing_extra("produce", "stream")
     if missing:
         print(missing, file=sys.stderr)
         return 2
+    _quiet_client(args)
     from aiokafka.errors import KafkaError  # type: ignore[import-untyped]  # no stubs
 
     from ..io.sources import iter_inputs
@@ -248,6 +256,7 @@ def _consume(args: argparse.Namespace) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
+    _quiet_client(args)
     from aiokafka.errors import KafkaError
 
     from .kafka_io import consume
