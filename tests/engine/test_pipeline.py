@@ -6,9 +6,19 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from detemplate.engine.model import CONTENT, METHOD_COLD, METHOD_MARKUP, METHOD_TABLE, TEMPLATE, Outcome
+from detemplate.engine.model import (
+    CONTENT,
+    METHOD_COLD,
+    METHOD_MARKUP,
+    METHOD_TABLE,
+    TEMPLATE,
+    Block,
+    Outcome,
+    RawPage,
+    Segment,
+)
 from detemplate.engine.params import EngineParams
-from detemplate.engine.pipeline import decide, process_page, replay_page
+from detemplate.engine.pipeline import decide, kept_text_python, process_page, replay_page
 from detemplate.engine.table import HostTable
 from detemplate.io.codec import encode_clean, encode_dead, encode_event
 from detemplate.state import MemoryStore
@@ -360,3 +370,47 @@ def test_pagelet_outcomes_are_identical_across_stores(tmp_path: Path) -> None:
             assert _outcome_bytes(mine) == _outcome_bytes(theirs)
     finally:
         rocks.close()
+
+
+# An article whose own text goes on after a nested list and table: the article's block holds
+# three runs of text, between the list's and the table's blocks.
+IN_ORDER = (
+    "<html><body><nav><a href='/'>Home</a> <a href='/a'>About</a></nav><article><h1>A title</h1>"
+    "<p>First paragraph, before the list.</p><ul><li>item one</li><li>item two</li></ul>"
+    "<p>Second paragraph, after the list.</p><table><tr><td>a cell</td></tr></table>"
+    "<p>Third paragraph, after the table.</p></article></body></html>"
+)
+
+
+@pytest.mark.parametrize("with_html", [False, True])  # the compiled walk where it runs; the Python one
+def test_the_kept_text_is_in_document_order(with_html: bool) -> None:
+    page = RawPage("https://order.example/a", IN_ORDER, "order.example")
+    out = decide(page, HostTable(TABLE_ONLY.table), TABLE_ONLY, with_html)  # a first page: all kept
+    assert out.clean is not None
+    assert out.clean.text.split("\n") == [
+        "Home About",
+        "A title First paragraph, before the list.",
+        "item one",
+        "item two",
+        "Second paragraph, after the list.",
+        "a cell",
+        "Third paragraph, after the table.",
+    ]
+    # The blocks are as before: each element's own text, in the order the elements open.
+    assert [b.text for b in out.clean.blocks][:3] == [
+        "Home About",
+        "A title First paragraph, before the list. Second paragraph, after the list. Third paragraph, after the table.",
+        "item one",
+    ]
+
+
+def test_a_removed_block_between_two_runs_of_a_kept_one_parts_them() -> None:
+    seg = lambda text: Segment(hash(text), text, len(text))  # noqa: E731
+    blocks = [Block("html/body/article", [seg("one"), seg("two"), seg("three")], 0),
+              Block("html/body/article/aside", [seg("share this")], 1)]
+    texts = ["one two three", "share this"]
+    runs = [0, 2, 1, 1, 0, 1]  # one two | share this | three
+    assert kept_text_python(blocks, texts, runs, [False, True], ["one two three"]) == "one two\nthree"
+    assert kept_text_python(blocks, texts, runs, [False, False], texts) == "one two\nshare this\nthree"
+    assert kept_text_python(blocks, texts, runs, [True, False], ["share this"]) == "share this"
+    assert kept_text_python(blocks, texts, [], [False, False], texts) == "one two three\nshare this"  # no runs

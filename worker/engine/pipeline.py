@@ -70,10 +70,10 @@ class PageKeys(NamedTuple):
 
 
 class Combined(NamedTuple):
-    """The combine stage's result: one verdict per block, and the kept blocks' texts."""
+    """The combine stage's result: one verdict per block, and the page's kept text."""
 
     verdicts: list[BlockVerdict]
-    kept: list[str]
+    text: str
 
 
 C = TypeVar("C", bound=Contribution)
@@ -114,16 +114,17 @@ def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: 
     segment = params.segment
     tree = parse(page.html, segment)
     text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
+    runs: list[int] = []
     if any(d.needs_cues(table, params) for d in DETECTORS):
         # One walk cuts the same blocks as segment_tree and collects the block tree and its cues.
-        cues = walk(tree, segment, text_nodes)
+        cues = walk(tree, segment, text_nodes, runs)
         blocks = cues.blocks
         node_text = cues.text
         texts = [node_text[i] for i in cues.node_of_block]
-        return WalkedPage(tree, blocks, texts, cues, text_nodes)
-    blocks = segment_tree(tree, segment, text_nodes)
+        return WalkedPage(tree, blocks, texts, cues, text_nodes, runs)
+    blocks = segment_tree(tree, segment, text_nodes, runs)
     texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
-    return WalkedPage(tree, blocks, texts, None, text_nodes)
+    return WalkedPage(tree, blocks, texts, None, text_nodes, runs)
 
 
 def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> PageKeys:
@@ -180,9 +181,12 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
     lists = (walked.blocks, walked.texts, tally.chars, tally.template_chars, decided.template, decided.method,
              decided.role)
     kernel = compiled.kernel("block_verdicts")
-    if kernel is not None:  # the same loop, compiled (page/_walk.pyx block_verdicts)
-        return Combined(*kernel(*lists, BlockVerdict, TEMPLATE, CONTENT))
-    return Combined(*block_verdicts_python(*lists))
+    if kernel is not None:  # the same loops, compiled (page/_walk.pyx block_verdicts, kept_text)
+        verdicts, kept = kernel(*lists, BlockVerdict, TEMPLATE, CONTENT)
+        text = compiled.kernel("kept_text")(walked.blocks, walked.texts, walked.runs, decided.template, kept)
+        return Combined(verdicts, text)
+    verdicts, kept = block_verdicts_python(*lists)
+    return Combined(verdicts, kept_text_python(walked.blocks, walked.texts, walked.runs, decided.template, kept))
 
 
 def block_verdicts_python(
@@ -206,6 +210,32 @@ def block_verdicts_python(
     return verdicts, kept
 
 
+def kept_text_python(
+    blocks: list[Block], texts: list[str], runs: Sequence[int], template_of: list[bool], kept: list[str]
+) -> str:
+    """The page's kept text, in document order (the reference for the compiled `kept_text`).
+
+    A block's segments are its own text, which goes on after a nested block's (an article's
+    paragraphs around a list): the walk's `runs` say the order, as (block, count) pairs. Each
+    run of a kept block's segments is a line of the text; where every block's text is one run
+    and the runs are in block order (most blocks of most pages), that is the kept blocks'
+    texts, `kept`, a line each.
+    """
+    n = len(blocks)
+    if not runs or (len(runs) == 2 * n and list(runs[0::2]) == list(range(n))):
+        return "\n".join(kept)  # (no runs: a page not walked here, taken in block order)
+    cursor = [0] * n
+    out: list[str] = []
+    for b, m in zip(runs[0::2], runs[1::2], strict=True):
+        c = cursor[b]
+        cursor[b] = c + m
+        if template_of[b]:
+            continue
+        segs = blocks[b][1]
+        out.append(texts[b] if m == len(segs) else " ".join([seg[1] for seg in segs[c : c + m]]))
+    return "\n".join(out)
+
+
 def page_outcome(
     page: RawPage,
     walked: WalkedPage,
@@ -224,7 +254,7 @@ def page_outcome(
     clustered = contribution(keys, CLUSTERS)
     cid = None if clustered is None else clustered.assignment.cid
     clean = CleanPage(
-        page.url, page.host, table.pages, "\n".join(combined.kept), tuple(verdicts), html, content_links,
+        page.url, page.host, table.pages, combined.text, tuple(verdicts), html, content_links,
         template_links, cid, page_title(tree), page_lang(tree) or page.meta.get("content_language"), page.meta,
     )
     events: tuple[TemplateEvent, ...] = ()

@@ -30,7 +30,7 @@ from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
 from detemplate.engine.page.tree import PageTree, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
-from detemplate.engine.pipeline import block_verdicts_python, segment_keys_python
+from detemplate.engine.pipeline import block_verdicts_python, kept_text_python, segment_keys_python
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -63,11 +63,19 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
     assert fast is not None
     root = tree.root
     assert root is not None
-    got_tree = _outcome(lambda: PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True)))
-    expected_tree = _outcome(lambda: walk_python(tree, params))
+    got_runs: list[int] = []
+    expected_runs: list[int] = []
+    got_tree = _outcome(lambda: PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True, got_runs)))
+    expected_tree = _outcome(lambda: walk_python(tree, params, None, expected_runs))
     if isinstance(got_tree, PageTree):
         assert isinstance(expected_tree, PageTree)
         assert replace(got_tree, stats=None, columns=None) == expected_tree
+        # The segments' document order: every segment of every block, once.
+        assert got_runs == expected_runs
+        counts = [0] * len(expected_tree.blocks)
+        for b, m in zip(expected_runs[0::2], expected_runs[1::2], strict=True):
+            counts[b] += m
+        assert counts == [len(block.segments) for block in expected_tree.blocks]
         assert np.array_equal(node_columns(got_tree), node_columns(expected_tree))
         # The text statistics (counted by the compiled walk, by _TextStats in Python) and
         # so every feature are the same.
@@ -93,6 +101,10 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         got_verdicts = compiled.kernel("block_verdicts")(*lists, BlockVerdict, TEMPLATE, CONTENT)
         assert got_verdicts == block_verdicts_python(*lists)
         assert all(type(v) is BlockVerdict for v in got_verdicts[0])
+        # The kept text in document order, with the runs and without (block order).
+        for runs in (got_runs, []):
+            text_args = (blocks, lists[1], runs, lists[4], got_verdicts[1])
+            assert compiled.kernel("kept_text")(*text_args) == kept_text_python(*text_args)
         # The compiled content region: every block's text new, every other block's, none.
         mod = compiled.module()
         for novel in (chars, [c if i % 2 else 0 for i, c in enumerate(chars)], [0] * n):
@@ -115,8 +127,11 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
             )
     else:
         assert got_tree == expected_tree
-    got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False))
-    assert got_blocks == _outcome(lambda: segment_tree(tree, params, []))  # text_nodes: the Python walk
+    fast_runs: list[int] = []
+    python_runs: list[int] = []
+    got_blocks = _outcome(lambda: fast.walk(root.mem_id, params.max_depth, params.max_nodes, False, fast_runs))
+    assert got_blocks == _outcome(lambda: segment_tree(tree, params, [], python_runs))  # text_nodes: the Python walk
+    assert fast_runs == python_runs
 
 
 @needs_fast

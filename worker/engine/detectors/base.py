@@ -40,6 +40,7 @@ class WalkedPage(NamedTuple):
     texts: list[str]  # each block's text: its segments' texts joined by spaces
     cues: PageTree | None  # the block tree with its cues, when a detector asked for it
     text_nodes: list[tuple[LexborNode, int]] | None  # each segment's text node and key (only for --html)
+    runs: Sequence[int] = ()  # the segments' document order: (block, count) pairs (page.walk's `runs`)
 
 
 class SegmentKeys(NamedTuple):

@@ -25,12 +25,16 @@ __all__ = ["PageTree", "check_html", "configure", "parse", "segment_tree", "stat
 
 
 def walk(
-    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+    tree: LexborHTMLParser,
+    params: SegmentParams,
+    text_nodes: list[tuple[LexborNode, int]] | None = None,
+    runs: list[int] | None = None,
 ) -> PageTree:
     """One pass over the parsed page: its blocks plus the block tree and cues.
 
     When `text_nodes` is given, each segment's lexbor text node is appended to it with the
     segment's key (for --html): the Python walk runs then, as for the class path modes.
+    When `runs` is given (empty), it receives the segments' document order (`walk_python`).
     """
     if text_nodes is None and params.path_mode == "tag":
         fast = walker(params.block_tags, params.skip_tags)
@@ -38,18 +42,21 @@ def walk(
             root = tree.root
             if root is None:
                 return PageTree([], [], [], [], [], [], [], [], [], [], [], [], [], [], [])
-            return PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
-    return walk_python(tree, params, text_nodes)
+            return PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True, runs))
+    return walk_python(tree, params, text_nodes, runs)
 
 
 def segment_tree(
-    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+    tree: LexborHTMLParser,
+    params: SegmentParams,
+    text_nodes: list[tuple[LexborNode, int]] | None = None,
+    runs: list[int] | None = None,
 ) -> list[Block]:
     """Cut a parsed page into blocks of text segments, in document order.
 
     Blocks without any visible text are left out. Each block carries the hrefs of the
     `<a href>` elements in it (as written, in document order); those of a block without
-    text go to its nearest enclosing block with text. `text_nodes` as for `walk`.
+    text go to its nearest enclosing block with text. `text_nodes` and `runs` as for `walk`.
     """
     root = tree.root
     if root is None:
@@ -57,6 +64,6 @@ def segment_tree(
     if text_nodes is None and params.path_mode == "tag":
         fast = walker(params.block_tags, params.skip_tags)
         if fast is not None:
-            fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False)
+            fast_blocks: list[Block] = fast.walk(root.mem_id, params.max_depth, params.max_nodes, False, runs)
             return fast_blocks
-    return walk_python(tree, params, text_nodes).blocks
+    return walk_python(tree, params, text_nodes, runs).blocks

@@ -404,6 +404,10 @@ cdef class Walker:
     cdef unsigned char *piece_edges  # 1: white space before it, 2: after it
     cdef Py_ssize_t pieces, pieces_cap
     cdef long anchor_ids
+    # The segments' order across blocks, when asked for (walk's `runs`): (node, count) pairs
+    # of consecutive segments of one node, the last pair still open in seq_node, seq_count.
+    cdef list seq
+    cdef Py_ssize_t seq_node, seq_count
 
     def __cinit__(self):
         self.buf = NULL
@@ -691,6 +695,29 @@ cdef class Walker:
         # visiting each of the page's segments (CPython untracks such tuples too, later).
         PyObject_GC_UnTrack(seg)
         PyList_Append(<list>self.segments[self.run_blk], seg)
+        if self.seq is not None:
+            if self.run_blk == self.seq_node:
+                self.seq_count += 1
+            else:
+                if self.seq_count:
+                    PyList_Append(self.seq, self.seq_node)
+                    PyList_Append(self.seq, self.seq_count)
+                self.seq_node = self.run_blk
+                self.seq_count = 1
+        return 0
+
+    cdef int _number_runs(self, list node_of_block) except -1:
+        """Close the open (node, count) pair of `seq` and number its nodes as blocks."""
+        cdef list seq = self.seq
+        cdef dict block_of
+        cdef Py_ssize_t j
+        if self.seq_count:
+            PyList_Append(seq, self.seq_node)
+            PyList_Append(seq, self.seq_count)
+            self.seq_count = 0
+        block_of = {node: b for b, node in enumerate(node_of_block)}
+        for j in range(0, len(seq), 2):
+            seq[j] = block_of[seq[j]]
         return 0
 
     cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
@@ -827,13 +854,15 @@ cdef class Walker:
             self.links[blk] += own_links
         return 0
 
-    def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues):
+    def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues, list runs=None):
         """Walk the tree under the element at address `root` (a selectolax node's mem_id).
 
         With `cues`, returns the fields of a `page.tree.PageTree` as a tuple
         (blocks, node_of_block, parent, tag, depth, start, chars, achars, segs, links,
         flags, text, end, layout, container, stats, columns); without, only the blocks (what
         `segment_tree` returns), and the class/id hints and layout paths are not read.
+        `runs`, when given (empty), receives the segments' document order (page/python.py
+        `walk_python`).
         """
         if _text_offset < 0:
             raise RuntimeError("detemplate.engine.page._walk.init() has not succeeded")
@@ -860,6 +889,9 @@ cdef class Walker:
         self.pieces = 0
         self.run_len = 0
         self.anchor_ids = 0
+        self.seq = runs
+        self.seq_node = -1
+        self.seq_count = 0
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))
@@ -878,6 +910,7 @@ cdef class Walker:
             self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
             self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
             self.layout = self.container = None
+            self.seq = None
             self.pieces = 0
             self.run_len = 0
 
@@ -922,6 +955,8 @@ cdef class Walker:
                 blocks.append(block)
                 node_of_block.append(i)
                 k += 1
+        if self.seq is not None:
+            self._number_runs(node_of_block)
         if not self.cues:
             return blocks
         texts = [" ".join([(<tuple>seg)[1] for seg in <list>segs]) if segs else "" for segs in segments]
@@ -1368,6 +1403,50 @@ def tally(list blocks, set template_keys):
 
 
 # -- the verdicts -------------------------------------------------------------------------------
+
+def kept_text(list blocks, list texts, list runs, list template, list kept):
+    """The kept blocks' text in document order (engine/pipeline.py `kept_text_python`, the
+    reference): `kept` (the kept blocks' texts) on lines of their own where each block's text
+    is one run and the runs are in block order; else each run of a kept block's segments on a
+    line of its own, in the order of `runs` (the walk's)."""
+    cdef Py_ssize_t n = len(blocks), r = len(runs), j, b, m, c, k
+    cdef bint ordered = r == 2 * n or r == 0  # (no runs: a page not walked here, in block order)
+    cdef Py_ssize_t *cursor
+    cdef list segs, out
+    if ordered and r:
+        for j in range(n):
+            if <Py_ssize_t>runs[2 * j] != j:
+                ordered = False
+                break
+    if ordered:
+        return "\n".join(kept)
+    if len(texts) != n or len(template) != n or r % 2:
+        raise ValueError("kept_text: the lists do not fit")
+    cursor = <Py_ssize_t *>calloc(n + 1, sizeof(Py_ssize_t))
+    if cursor == NULL:
+        raise MemoryError()
+    out = []
+    try:
+        for j in range(0, r, 2):
+            b = runs[j]
+            m = runs[j + 1]
+            if b < 0 or b >= n or m <= 0:
+                raise ValueError("kept_text: a run names no block")
+            c = cursor[b]
+            cursor[b] = c + m
+            if template[b]:
+                continue
+            segs = <list>(<tuple>blocks[b])[1]
+            if c + m > len(segs):
+                raise ValueError("kept_text: a run goes past its block's segments")
+            if m == len(segs):
+                out.append(texts[b])
+            else:
+                out.append(" ".join([(<tuple>segs[k])[1] for k in range(c, c + m)]))
+    finally:
+        free(cursor)
+    return "\n".join(out)
+
 
 def block_verdicts(list blocks, list texts, list chars, list tchars, list template, list method, list role,
                    verdict_type, str template_label, str content_label):

@@ -160,10 +160,14 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
     root = tree.root
     if root is None:
         return "the probe page did not parse"
-    fast_tree = PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True))
-    python_tree = walk_python(tree, params)
+    fast_runs: list[int] = []
+    python_runs: list[int] = []
+    fast_tree = PageTree(*fast.walk(root.mem_id, params.max_depth, params.max_nodes, True, fast_runs))
+    python_tree = walk_python(tree, params, None, python_runs)
     if replace(fast_tree, stats=None, columns=None) != python_tree:
         return "its page tree differs from the Python walk's on the probe page"
+    if fast_runs != python_runs:
+        return "its order of the segments differs from the Python walk's on the probe page"
     if not np.array_equal(node_columns(fast_tree), node_columns(python_tree)):
         return "its node columns differ from the Python ones on the probe page"
     if not np.array_equal(text_stats(fast_tree), text_stats(python_tree)):

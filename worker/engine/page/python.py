@@ -94,9 +94,16 @@ def _kinds(block_tags: frozenset[str], skip_tags: frozenset[str]) -> dict[int, t
 
 
 def walk_python(
-    tree: LexborHTMLParser, params: SegmentParams, text_nodes: list[tuple[LexborNode, int]] | None = None
+    tree: LexborHTMLParser,
+    params: SegmentParams,
+    text_nodes: list[tuple[LexborNode, int]] | None = None,
+    runs: list[int] | None = None,
 ) -> PageTree:
     """The walk in Python, over selectolax's nodes: the reference for the compiled one.
+
+    `runs`, when given (empty), receives the order of the segments in the document, which a
+    block's own list does not say when its text goes on after a nested block's: pairs
+    (block, count) in a flat list, each the next `count` segments of `blocks[block]`.
 
     The compiled walk (page/_walk.pyx) takes the same steps (same tags, paths, keys, limits
     and errors); its probe at first use and tests/engine/page/test_compiled.py hold the two
@@ -138,6 +145,7 @@ def walk_python(
     pieces: list[list[tuple[str, int]]] = []
     line_of: list[str] = []
     run_nodes: list[list[tuple[LexborNode, int]]] = []
+    seq: list[int] = []  # for `runs`: (node, count) of consecutive segments of one node
 
     def flush(blk: int) -> None:
         """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
@@ -168,6 +176,11 @@ def walk_python(
             text = " ".join(raw.split())
             if text:
                 append(new_segment(Segment, (key_of(path, text), text, len(text))))
+        if runs is not None and (count := len(segments[blk]) - first):
+            if seq and seq[-2] == blk:
+                seq[-1] += count
+            else:
+                seq.extend((blk, count))
         if text_nodes is not None:
             nodes = run_nodes[blk]
             run_nodes[blk] = []
@@ -360,6 +373,9 @@ def walk_python(
     visit(root, root_path, 0, 1, 0, -1)
     flush(0)
     ends[0] = len(facts)
+    if runs is not None:  # nodes numbered as blocks: the nodes with text, in node order
+        block_of = {node: b for b, node in enumerate(i for i, segs in enumerate(segments) if segs)}
+        runs.extend(block_of[v] if j % 2 == 0 else v for j, v in enumerate(seq))
     paths, parent, tags, depths, start, flags_of = (list(column) for column in zip(*facts, strict=True))
     return page_tree(
         paths, parent, tags, depths, start, flags_of, segments, chars, achars, links, ends, anchors, layout, container
