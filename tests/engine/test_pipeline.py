@@ -373,7 +373,7 @@ def test_pagelet_outcomes_are_identical_across_stores(tmp_path: Path) -> None:
 
 
 # An article whose own text goes on after a nested list and table: the article's block holds
-# three runs of text, between the list's and the table's blocks.
+# its heading and three paragraphs, around the list's and the table's blocks.
 IN_ORDER = (
     "<html><body><nav><a href='/'>Home</a> <a href='/a'>About</a></nav><article><h1>A title</h1>"
     "<p>First paragraph, before the list.</p><ul><li>item one</li><li>item two</li></ul>"
@@ -383,13 +383,14 @@ IN_ORDER = (
 
 
 @pytest.mark.parametrize("with_html", [False, True])  # the compiled walk where it runs; the Python one
-def test_the_kept_text_is_in_document_order(with_html: bool) -> None:
+def test_the_kept_text_is_in_document_order_a_paragraph_a_line(with_html: bool) -> None:
     page = RawPage("https://order.example/a", IN_ORDER, "order.example")
     out = decide(page, HostTable(TABLE_ONLY.table), TABLE_ONLY, with_html)  # a first page: all kept
     assert out.clean is not None
     assert out.clean.text.split("\n") == [
-        "Home About",
-        "A title First paragraph, before the list.",
+        "Home About",  # two links of one block, a line
+        "A title",  # a heading and each paragraph, a line each
+        "First paragraph, before the list.",
         "item one",
         "item two",
         "Second paragraph, after the list.",

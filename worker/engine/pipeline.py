@@ -213,13 +213,14 @@ def block_verdicts_python(
 def kept_text_python(
     blocks: list[Block], texts: list[str], runs: Sequence[int], template_of: list[bool], kept: list[str]
 ) -> str:
-    """The page's kept text, in document order (the reference for the compiled `kept_text`).
+    """The page's kept text, in document order, a line for each paragraph (the reference for
+    the compiled `kept_text`).
 
     A block's segments are its own text, which goes on after a nested block's (an article's
-    paragraphs around a list): the walk's `runs` say the order, as (block, count) pairs. Each
-    run of a kept block's segments is a line of the text; where every block's text is one run
-    and the runs are in block order (most blocks of most pages), that is the kept blocks'
-    texts, `kept`, a line each.
+    paragraphs around a list), and may be several paragraphs and headings: the walk's `runs`
+    say the order and the lines, as (block, count) pairs, each a line of the block's segments.
+    Each line of a kept block is a line of the text; where every block's text is one line
+    and the lines are in block order, that is the kept blocks' texts, `kept`, a line each.
     """
     n = len(blocks)
     if not runs or (len(runs) == 2 * n and list(runs[0::2]) == list(range(n))):

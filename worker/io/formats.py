@@ -11,7 +11,7 @@ order; what differs is how the content is written (docs/formats.md):
   reads) between two ``---`` lines, then its kept content as Markdown (markdown.py). A
   dead letter is a front matter with ``error``, ``detail``, ``url``, ``host``, ``source``
   and no body. No line of a body is exactly ``---``: split the file at those lines.
-- ``text``: the same, with the kept text (one block a line) as the body.
+- ``text``: the same, with the kept text (in document order, a paragraph a line) as the body.
 - ``wet``: a WARC file as Common Crawl's WET files are: a ``warcinfo`` record, then a
   ``conversion`` record for each clean page (``text/plain``, its kept text), with
   ``WARC-Refers-To`` the source record's id (WARC input) and the fields in

@@ -405,9 +405,12 @@ cdef class Walker:
     cdef Py_ssize_t pieces, pieces_cap
     cdef long anchor_ids
     # The segments' order across blocks, when asked for (walk's `runs`): (node, count) pairs
-    # of consecutive segments of one node, the last pair still open in seq_node, seq_count.
-    cdef list seq
+    # of consecutive segments of one node on one line, the last pair still open in seq_node,
+    # seq_count; seq_fresh: the next segment is the first of a run; seq_in_line: the last
+    # one was in a line element.
+    cdef list seq, seq_out  # seq_out: the caller's `runs`, given seq numbered as blocks at the end
     cdef Py_ssize_t seq_node, seq_count
+    cdef bint seq_fresh, seq_in_line
 
     def __cinit__(self):
         self.buf = NULL
@@ -624,6 +627,7 @@ cdef class Walker:
         cdef long last = -1
         if not self.pieces:
             return 0
+        self.seq_fresh = True
         for k in range(self.pieces):
             if self.piece_anchor[k] >= 0 and self.piece_anchor[k] != last:
                 distinct += 1
@@ -695,15 +699,19 @@ cdef class Walker:
         # visiting each of the page's segments (CPython untracks such tuples too, later).
         PyObject_GC_UnTrack(seg)
         PyList_Append(<list>self.segments[self.run_blk], seg)
+        cdef bint in_line
         if self.seq is not None:
-            if self.run_blk == self.seq_node:
+            in_line = line_len > 0
+            if self.run_blk == self.seq_node and not (self.seq_fresh and (in_line or self.seq_in_line)):
                 self.seq_count += 1
-            else:
+            else:  # another block, or a paragraph of its own (page/python.py `walk_python`)
                 if self.seq_count:
                     PyList_Append(self.seq, self.seq_node)
                     PyList_Append(self.seq, self.seq_count)
                 self.seq_node = self.run_blk
                 self.seq_count = 1
+            self.seq_fresh = False
+            self.seq_in_line = in_line
         return 0
 
     cdef int _number_runs(self, list node_of_block) except -1:
@@ -718,6 +726,7 @@ cdef class Walker:
         block_of = {node: b for b, node in enumerate(node_of_block)}
         for j in range(0, len(seq), 2):
             seq[j] = block_of[seq[j]]
+        self.seq_out.extend(seq)
         return 0
 
     cdef Py_ssize_t _child_path(self, Py_ssize_t path_len, _Tag info) except -1:
@@ -889,9 +898,12 @@ cdef class Walker:
         self.pieces = 0
         self.run_len = 0
         self.anchor_ids = 0
-        self.seq = runs
+        self.seq_out = runs
+        self.seq = [] if runs is not None else None  # handed over only when the walk ends well
         self.seq_node = -1
         self.seq_count = 0
+        self.seq_fresh = False
+        self.seq_in_line = False
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))
@@ -910,7 +922,7 @@ cdef class Walker:
             self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
             self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
             self.layout = self.container = None
-            self.seq = None
+            self.seq = self.seq_out = None
             self.pieces = 0
             self.run_len = 0
 
@@ -1405,10 +1417,10 @@ def tally(list blocks, set template_keys):
 # -- the verdicts -------------------------------------------------------------------------------
 
 def kept_text(list blocks, list texts, list runs, list template, list kept):
-    """The kept blocks' text in document order (engine/pipeline.py `kept_text_python`, the
-    reference): `kept` (the kept blocks' texts) on lines of their own where each block's text
-    is one run and the runs are in block order; else each run of a kept block's segments on a
-    line of its own, in the order of `runs` (the walk's)."""
+    """The kept blocks' text in document order, a paragraph a line (engine/pipeline.py
+    `kept_text_python`, the reference): `kept` (the kept blocks' texts) on lines of their own
+    where each block's text is one line and the lines are in block order; else each run of a
+    kept block's segments that `runs` (the walk's) names, a line of its own, in that order."""
     cdef Py_ssize_t n = len(blocks), r = len(runs), j, b, m, c, k
     cdef bint ordered = r == 2 * n or r == 0  # (no runs: a page not walked here, in block order)
     cdef Py_ssize_t *cursor

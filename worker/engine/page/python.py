@@ -103,7 +103,9 @@ def walk_python(
 
     `runs`, when given (empty), receives the order of the segments in the document, which a
     block's own list does not say when its text goes on after a nested block's: pairs
-    (block, count) in a flat list, each the next `count` segments of `blocks[block]`.
+    (block, count) in a flat list, each the next `count` segments of `blocks[block]` that
+    make one line of text: a run of a line element's text (a paragraph, a heading: LINE_TAGS)
+    is a line of its own, and so is the text around it.
 
     The compiled walk (page/_walk.pyx) takes the same steps (same tags, paths, keys, limits
     and errors); its probe at first use and tests/engine/page/test_compiled.py hold the two
@@ -145,7 +147,8 @@ def walk_python(
     pieces: list[list[tuple[str, int]]] = []
     line_of: list[str] = []
     run_nodes: list[list[tuple[LexborNode, int]]] = []
-    seq: list[int] = []  # for `runs`: (node, count) of consecutive segments of one node
+    seq: list[int] = []  # for `runs`: (node, count) of consecutive segments of one node on one line
+    seq_in_line = [False]  # whether the last segment put in `seq` was in a line element
 
     def flush(blk: int) -> None:
         """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
@@ -177,10 +180,12 @@ def walk_python(
             if text:
                 append(new_segment(Segment, (key_of(path, text), text, len(text))))
         if runs is not None and (count := len(segments[blk]) - first):
-            if seq and seq[-2] == blk:
+            in_line = bool(line)
+            if seq and seq[-2] == blk and not (in_line or seq_in_line[0]):
                 seq[-1] += count
-            else:
+            else:  # another block, or a paragraph of its own
                 seq.extend((blk, count))
+            seq_in_line[0] = in_line
         if text_nodes is not None:
             nodes = run_nodes[blk]
             run_nodes[blk] = []
