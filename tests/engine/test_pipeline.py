@@ -378,7 +378,7 @@ IN_ORDER = (
     "<html><body><nav><a href='/'>Home</a> <a href='/a'>About</a></nav><article><h1>A title</h1>"
     "<p>First paragraph, before the list.</p><ul><li>item one</li><li>item two</li></ul>"
     "<p>Second paragraph, after the list.</p><table><tr><td>a cell</td></tr></table>"
-    "<p>Third paragraph, after the table.</p></article></body></html>"
+    "<p>Third paragraph, after the table.</p>Its last words<br>after a break</article></body></html>"
 )
 
 
@@ -396,11 +396,14 @@ def test_the_kept_text_is_in_document_order_a_paragraph_a_line(with_html: bool) 
         "Second paragraph, after the list.",
         "a cell",
         "Third paragraph, after the table.",
+        "Its last words",
+        "after a break",
     ]
     # The blocks are as before: each element's own text, in the order the elements open.
     assert [b.text for b in out.clean.blocks][:3] == [
         "Home About",
-        "A title First paragraph, before the list. Second paragraph, after the list. Third paragraph, after the table.",
+        "A title First paragraph, before the list. Second paragraph, after the list. Third paragraph, after the table. "
+        "Its last words after a break",
         "item one",
     ]
 

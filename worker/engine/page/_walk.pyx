@@ -407,10 +407,10 @@ cdef class Walker:
     # The segments' order across blocks, when asked for (walk's `runs`): (node, count) pairs
     # of consecutive segments of one node on one line, the last pair still open in seq_node,
     # seq_count; seq_fresh: the next segment is the first of a run; seq_in_line: the last
-    # one was in a line element.
+    # one was in a line element; seq_break: a <br> or <hr> came after it.
     cdef list seq, seq_out  # seq_out: the caller's `runs`, given seq numbered as blocks at the end
     cdef Py_ssize_t seq_node, seq_count
-    cdef bint seq_fresh, seq_in_line
+    cdef bint seq_fresh, seq_in_line, seq_break
 
     def __cinit__(self):
         self.buf = NULL
@@ -702,7 +702,9 @@ cdef class Walker:
         cdef bint in_line
         if self.seq is not None:
             in_line = line_len > 0
-            if self.run_blk == self.seq_node and not (self.seq_fresh and (in_line or self.seq_in_line)):
+            if self.run_blk == self.seq_node and not (
+                self.seq_fresh and (in_line or self.seq_in_line or self.seq_break)
+            ):
                 self.seq_count += 1
             else:  # another block, or a paragraph of its own (page/python.py `walk_python`)
                 if self.seq_count:
@@ -712,6 +714,7 @@ cdef class Walker:
                 self.seq_count = 1
             self.seq_fresh = False
             self.seq_in_line = in_line
+            self.seq_break = False
         return 0
 
     cdef int _number_runs(self, list node_of_block) except -1:
@@ -795,6 +798,7 @@ cdef class Walker:
             if first == NULL:
                 if info.line:  # <br>, <hr>
                     self._flush()
+                    self.seq_break = True  # the text after it is a line of its own
                 elif info.glue:
                     self._glue(anchor)
                 child = _next(child)
@@ -904,6 +908,7 @@ cdef class Walker:
         self.seq_count = 0
         self.seq_fresh = False
         self.seq_in_line = False
+        self.seq_break = False
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))

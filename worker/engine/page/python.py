@@ -105,7 +105,7 @@ def walk_python(
     block's own list does not say when its text goes on after a nested block's: pairs
     (block, count) in a flat list, each the next `count` segments of `blocks[block]` that
     make one line of text: a run of a line element's text (a paragraph, a heading: LINE_TAGS)
-    is a line of its own, and so is the text around it.
+    is a line of its own, and so is the text around it, and the text after a <br> or <hr>.
 
     The compiled walk (page/_walk.pyx) takes the same steps (same tags, paths, keys, limits
     and errors); its probe at first use and tests/engine/page/test_compiled.py hold the two
@@ -149,6 +149,7 @@ def walk_python(
     run_nodes: list[list[tuple[LexborNode, int]]] = []
     seq: list[int] = []  # for `runs`: (node, count) of consecutive segments of one node on one line
     seq_in_line = [False]  # whether the last segment put in `seq` was in a line element
+    seq_break = [False]  # whether a <br> or <hr> came after it
 
     def flush(blk: int) -> None:
         """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
@@ -181,11 +182,12 @@ def walk_python(
                 append(new_segment(Segment, (key_of(path, text), text, len(text))))
         if runs is not None and (count := len(segments[blk]) - first):
             in_line = bool(line)
-            if seq and seq[-2] == blk and not (in_line or seq_in_line[0]):
+            if seq and seq[-2] == blk and not (in_line or seq_in_line[0] or seq_break[0]):
                 seq[-1] += count
             else:  # another block, or a paragraph of its own
                 seq.extend((blk, count))
             seq_in_line[0] = in_line
+            seq_break[0] = False
         if text_nodes is not None:
             nodes = run_nodes[blk]
             run_nodes[blk] = []
@@ -259,6 +261,7 @@ def walk_python(
             if first is None:
                 if line:  # <br>, <hr>
                     flush(blk)
+                    seq_break[0] = True  # the text after it is a line of its own
                 elif tag == GLUE_TAG:
                     glue(blk, anchor)
                 continue
