@@ -720,15 +720,22 @@ cdef class Walker:
     cdef int _number_runs(self, list node_of_block) except -1:
         """Close the open (node, count) pair of `seq` and number its nodes as blocks."""
         cdef list seq = self.seq
-        cdef dict block_of
-        cdef Py_ssize_t j
+        cdef Py_ssize_t j, b, nb = len(node_of_block)
+        cdef Py_ssize_t *block_of
         if self.seq_count:
             PyList_Append(seq, self.seq_node)
             PyList_Append(seq, self.seq_count)
             self.seq_count = 0
-        block_of = {node: b for b, node in enumerate(node_of_block)}
-        for j in range(0, len(seq), 2):
-            seq[j] = block_of[seq[j]]
+        block_of = <Py_ssize_t *>malloc((len(self.segments) + 1) * sizeof(Py_ssize_t))
+        if block_of == NULL:
+            raise MemoryError()
+        try:
+            for b in range(nb):
+                block_of[<Py_ssize_t>node_of_block[b]] = b
+            for j in range(0, len(seq), 2):
+                seq[j] = block_of[<Py_ssize_t>seq[j]]  # a node with segments: one of the blocks
+        finally:
+            free(block_of)
         self.seq_out.extend(seq)
         return 0
 

@@ -148,11 +148,12 @@ def walk_python(
     line_of: list[str] = []
     run_nodes: list[list[tuple[LexborNode, int]]] = []
     seq: list[int] = []  # for `runs`: (node, count) of consecutive segments of one node on one line
-    seq_in_line = [False]  # whether the last segment put in `seq` was in a line element
-    seq_break = [False]  # whether a <br> or <hr> came after it
+    seq_in_line = False  # whether the last segment put in `seq` was in a line element
+    seq_break = False  # whether a <br> or <hr> came after it
 
     def flush(blk: int) -> None:
         """Close `blk`'s open run of text: its segment (or, for a run of links, one a link)."""
+        nonlocal seq_in_line, seq_break
         run = pieces[blk]
         if not run:
             return
@@ -182,12 +183,12 @@ def walk_python(
                 append(new_segment(Segment, (key_of(path, text), text, len(text))))
         if runs is not None and (count := len(segments[blk]) - first):
             in_line = bool(line)
-            if seq and seq[-2] == blk and not (in_line or seq_in_line[0] or seq_break[0]):
+            if seq and seq[-2] == blk and not (in_line or seq_in_line or seq_break):
                 seq[-1] += count
             else:  # another block, or a paragraph of its own
                 seq.extend((blk, count))
-            seq_in_line[0] = in_line
-            seq_break[0] = False
+            seq_in_line = in_line
+            seq_break = False
         if text_nodes is not None:
             nodes = run_nodes[blk]
             run_nodes[blk] = []
@@ -214,7 +215,7 @@ def walk_python(
         return n
 
     def visit(node: LexborNode, path: str, blk: int, depth: int, inh: int, anchor: int) -> None:
-        nonlocal budget, total, anchor_ids
+        nonlocal budget, total, anchor_ids, seq_break
         if depth >= max_depth:
             raise BadInputError("too_deep", f"the DOM is nested deeper than {max_depth} elements")
         # The text and links directly in `blk` met in this call, added to its counters at the end.
@@ -261,7 +262,7 @@ def walk_python(
             if first is None:
                 if line:  # <br>, <hr>
                     flush(blk)
-                    seq_break[0] = True  # the text after it is a line of its own
+                    seq_break = True  # the text after it is a line of its own
                 elif tag == GLUE_TAG:
                     glue(blk, anchor)
                 continue
