@@ -201,6 +201,8 @@ def page_sketches_python(page: PageTree, params: PageletParams) -> tuple[int, li
                 continue
         first = bisect_left(nob, node)
         end = bisect_left(nob, node_end, first)
+        if first == end:
+            continue  # text, but no segment to fingerprint (a link run's separators alone)
         out.append(PageletSketch(i, node, first, end, links))
         starts.append(len(keys))
         for block in blocks[first:end]:

@@ -1362,6 +1362,8 @@ def pagelet_rows(list parent, list end, list links, list chars, list achars, lis
                 continue
             first = _bisect_left(nob, 0, nb, node)
             last = _bisect_left(nob, first, nb, node_end)
+            if first == last:
+                continue  # text, but no segment to fingerprint (a link run's separators alone)
             rows.append((count - 1, node, first, last, nlinks))
             starts.append(len(keys))
             for i in range(first, last):
