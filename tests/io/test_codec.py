@@ -8,7 +8,8 @@ import math
 from typing import Any
 
 import pytest
-from detemplate.engine.model import CleanPage
+from detemplate.engine.model import CONTENT, TEMPLATE, BlockVerdict, CleanPage
+from detemplate.engine.page import compiled
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import process_page
 from detemplate.io import codec
@@ -127,3 +128,84 @@ def test_any_record_of_plain_floats_is_byte_identical(record: dict[str, Any]) ->
     finally:
         codec._orjson = saved
     assert fast == plain
+
+
+# -- the blocks' JSON written by the compiled kernel ------------------------------------
+
+FAST_BLOCKS = codec._blocks_json()
+needs_fast_blocks = pytest.mark.skipif(compiled.module() is None, reason=f"the compiled walk is not in use: "
+                                       f"{compiled.status()}")
+
+
+@needs_fast_blocks
+def test_the_compiled_blocks_json_passes_its_probe() -> None:
+    # Where the compiled walk runs, its blocks_json wrote orjson's bytes for the probe blocks
+    # (every escape, every UTF-8 length, a cut text, ratios at and between the ends).
+    assert FAST_BLOCKS is not None
+
+
+def reference(page: CleanPage) -> bytes | str:
+    """What encode_clean wrote before the kernel: a dict a block, then encode (bytes, or the error)."""
+    try:
+        return codec.encode(codec.clean_dict(page), plain_floats=codec.plain_ratios(page))
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def encoded(page: CleanPage) -> bytes | str:
+    try:
+        return codec.encode_clean(page)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+@needs_fast_blocks
+def test_the_compiled_blocks_write_the_reference_bytes_on_real_pages() -> None:
+    pages = [p.page for p in interleave(make_site("a.example", 16, seed=5), make_site("b.example", 10, seed=6))]
+    store = MemoryStore()
+    for page in pages:
+        outcome = process_page(page, store, EngineParams())
+        assert outcome.clean is not None
+        assert FAST_BLOCKS(outcome.clean.blocks, codec.BLOCK_TEXT_CHARS, TEMPLATE) is not None  # the fast way ran
+        assert encoded(outcome.clean) == reference(outcome.clean)
+
+
+_texts = st.text(st.characters(codec="utf-8") | st.characters(), max_size=120)  # lone surrogates too
+_ratios = (
+    st.integers(0, 10_000).map(lambda k: k / 10_000)
+    | st.floats(0, 1)
+    | st.sampled_from([0.0, -0.0, 1.0, 0.00005, 0.000049999, 0.99995, 0.12345, 1.0000001, -1e-9])
+    | st.floats(allow_nan=True, allow_infinity=True)
+)
+_blocks = st.builds(
+    BlockVerdict,
+    _texts,
+    _texts,
+    st.integers(0, 2**40)
+    | st.integers(-(2**70), 2**70)
+    | st.sampled_from([2**40 - 1, 2**40, -(2**40), 2**63 - 1, 2**63, -(2**63)]),
+    st.integers(0, 2**20),
+    _ratios,
+    st.sampled_from([TEMPLATE, CONTENT]) | _texts,
+    st.sampled_from(["table", "pagelevel"]) | _texts,
+    st.sampled_from(["main", "template", "comments"]) | _texts,
+)
+
+
+@needs_fast_blocks
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_blocks, min_size=1, max_size=6), _texts)
+def test_the_compiled_blocks_write_the_reference_bytes_on_any_blocks(blocks: list[BlockVerdict], text: str) -> None:
+    # Any string (escapes, every UTF-8 length, a lone surrogate: the record is refused the
+    # same way), any ratio (outside [0, 1] or not finite: the dicts' way), any integer.
+    page = CleanPage("https://h.example/p", "h.example", 3, text, tuple(blocks), title=text[:5])
+    assert encoded(page) == reference(page)
+
+
+@needs_fast_blocks
+def test_a_block_field_of_another_type_takes_the_dicts_way() -> None:
+    block = BlockVerdict("p", "text", 4, 0, 0.0, CONTENT, "table", "main")
+    for odd in (block._replace(chars=True), block._replace(ratio=1), block._replace(path=type("S", (str,), {})("p"))):
+        assert FAST_BLOCKS((odd,), codec.BLOCK_TEXT_CHARS, TEMPLATE) is None
+        page = CleanPage("u", "h", 1, "text", (odd,))
+        assert encoded(page) == reference(page)

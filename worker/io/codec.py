@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..engine.errors import BadInputError
-from ..engine.model import CleanPage, DeadPage, RawPage, TemplateEvent
+from ..engine.model import TEMPLATE, BlockVerdict, CleanPage, DeadPage, RawPage, TemplateEvent
+from ..engine.page import compiled
 
 _orjson: Any
 try:  # optional: the same results without it, slower
@@ -81,32 +82,47 @@ def counts_dict(page: CleanPage) -> dict[str, int]:
     chars = template_chars = template_blocks = 0
     for b in page.blocks:
         chars += b.chars
-        if b.verdict == "template":
+        if b.verdict == TEMPLATE:
             template_chars += b.chars
             template_blocks += 1
-    return {"blocks": len(page.blocks), "template_blocks": template_blocks, "chars": chars,
-            "template_chars": template_chars}
+    return _counts(len(page.blocks), template_blocks, chars, template_chars)
+
+
+def _counts(blocks: int, template_blocks: int, chars: int, template_chars: int) -> dict[str, int]:
+    return {"blocks": blocks, "template_blocks": template_blocks, "chars": chars, "template_chars": template_chars}
+
+
+BLOCK_TEXT_CHARS = 80  # a block's text in a clean record: its first characters
+
+
+def block_dicts(page: CleanPage) -> list[dict[str, Any]]:
+    """A clean record's "blocks": one object a block (docs/fields.md)."""
+    return [
+        {
+            "path": path,
+            "chars": chars,
+            "template_chars": template_chars,
+            "ratio": round(ratio, 4),
+            "verdict": verdict,
+            "role": role,
+            "method": method,
+            "text": text[:BLOCK_TEXT_CHARS],
+        }
+        for path, text, chars, template_chars, ratio, verdict, method, role in page.blocks
+    ]
 
 
 def clean_dict(page: CleanPage, blocks: bool = True) -> dict[str, Any]:
     """A clean page's record; without `blocks` the lean form (no "blocks" array)."""
+    return _clean_record(page, counts_dict(page), block_dicts(page) if blocks else None)
+
+
+def _clean_record(page: CleanPage, counts: dict[str, int], blocks: Any) -> dict[str, Any]:
     out = page_fields(page)
     out["text"] = page.text
-    out["counts"] = counts_dict(page)
-    if blocks:
-        out["blocks"] = [
-            {
-                "path": b.path,
-                "chars": b.chars,
-                "template_chars": b.template_chars,
-                "ratio": round(b.ratio, 4),
-                "verdict": b.verdict,
-                "role": b.role,
-                "method": b.method,
-                "text": b.text[:80],
-            }
-            for b in page.blocks
-        ]
+    out["counts"] = counts
+    if blocks is not None:
+        out["blocks"] = blocks
     out["links"] = {"content": list(page.content_links), "template": list(page.template_links)}
     if page.html is not None:
         out["html"] = page.html
@@ -251,7 +267,59 @@ def plain_ratios(page: CleanPage) -> bool:
 
 
 def encode_clean(page: CleanPage, blocks: bool = True) -> bytes:
+    """`encode(clean_dict(page, blocks), plain_ratios(page))`, the same bytes. Where orjson
+    writes the record, the blocks' JSON comes from the compiled `blocks_json` (page/_walk.pyx)
+    as one fragment instead of a dict a block (the blocks' dicts were most of a record's cost)."""
+    if blocks and page.blocks:
+        fast = _blocks_json()
+        if fast is not None:
+            done = fast(page.blocks, BLOCK_TEXT_CHARS, TEMPLATE)
+            if done is not None:  # every ratio in [0, 1] too, so plain_ratios holds
+                data, template_blocks, chars, template_chars = done
+                counts = _counts(len(page.blocks), template_blocks, chars, template_chars)
+                try:
+                    out: bytes = _orjson.dumps(
+                        _clean_record(page, counts, _orjson.Fragment(data)), default=_refuse, option=_ORJSON_OPTIONS
+                    )
+                    return out
+                except TypeError:  # a lone surrogate elsewhere in the record: encode says which
+                    pass
     return encode(clean_dict(page, blocks), plain_floats=plain_ratios(page))
+
+
+# Probe blocks for the compiled blocks_json: every escape orjson makes, characters of every
+# UTF-8 length, a text cut inside a multi-byte run, and ratios at and between the ends.
+_PROBE_BLOCKS = tuple(
+    BlockVerdict(path, text, chars, template_chars, ratio, verdict, method, role)
+    for path, text, chars, template_chars, ratio, verdict, method, role in (
+        ("html/body/div", "Plain text", 10, 0, 0.0, "content", "table", "main"),
+        ("html/body/nav.menu", 'q"b\\s/\x00\x08\t\n\x0b\x0c\r\x1f\x7f', 14, 14, 1.0, "template", "pagelet", "template"),
+        ("html/body/p", "é€😀" * 40, 120, 37, 0.30833, "content", "pagelevel", "main"),
+        ("html/body/aside", "x" * 200, 200, 1, 0.005, "template", "markup", "related"),
+        ("html/body/ul/li", "", 0, 0, 0.99996, "content", "cold", "other"),
+        ("html/body/td", "a\u2028b", 3, 2, 0.00005, "content", "table", "comments"),
+        ("html/body/div.\u00e9", "tail", 4, 3, 0.12345, "content", "table", "main"),
+    )
+)
+
+
+def _blocks_json() -> Any:
+    """The compiled blocks_json where the compiled walk is in use and it wrote orjson's bytes
+    for the probe blocks, else None (then the record is built of dicts)."""
+    if _orjson is None or not hasattr(_orjson, "Fragment"):
+        return None
+    mod = compiled.checked(_blocks_json_check)
+    return None if mod is None else mod.blocks_json
+
+
+def _blocks_json_check(mod: Any) -> Any:
+    def agrees(m: Any) -> bool:
+        page = CleanPage("u", "h", 1, "", _PROBE_BLOCKS)
+        data, template_blocks, chars, template_chars = m.blocks_json(_PROBE_BLOCKS, BLOCK_TEXT_CHARS, TEMPLATE)
+        counts = _counts(len(_PROBE_BLOCKS), template_blocks, chars, template_chars)
+        return bool(data == _orjson.dumps(block_dicts(page)) and counts == counts_dict(page))
+
+    return compiled.agreeing(mod, ("blocks_json",), agrees)
 
 
 def encode_event(event: TemplateEvent) -> bytes:

@@ -112,11 +112,11 @@ def fit_clean(page: CleanPage, key: bytes, limits: OutputLimits, source: str) ->
     """The clean record of `page` that fits: full, lean, or lean with its text cut (see the module)."""
     budget = limits.value_budget(key)
     try:
-        record = codec.clean_dict(page)
-        plain = codec.plain_ratios(page)
-        data = codec.encode(record, plain)
+        data = codec.encode_clean(page)
         if len(data) <= budget:
             return Fitted(data)
+        record = codec.clean_dict(page)
+        plain = codec.plain_ratios(page)
         omitted: list[str] = []
         for name in CLEAN_OMISSIONS:
             if name not in record:

@@ -25,7 +25,8 @@ from cpython cimport array
 import array
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, strlen
+from cpython.pyport cimport PY_SSIZE_T_MAX
 
 
 # page/compiled.py uses this module only if it was built from the source it expects. The
@@ -2091,3 +2092,225 @@ def agree32(bytes a, bytes b):
     for i in range(n):
         count += x[i] == y[i]
     return count
+
+
+# -- a clean record's blocks as JSON (io/codec.py `encode_clean`) -------------------------
+
+cdef extern from "Python.h":
+    char *PyOS_double_to_string(double val, char format_code, int precision, int flags, int *ptype) except NULL
+    void PyMem_Free(void *p)
+    bint PyUnicode_CheckExact(object o)
+    bint PyLong_CheckExact(object o)
+    bint PyFloat_CheckExact(object o)
+    double PyFloat_AS_DOUBLE(object o)
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
+
+cdef extern from "<math.h>" nogil:
+    bint signbit(double x)
+
+ctypedef struct _Json:
+    char *data
+    Py_ssize_t length
+    Py_ssize_t capacity
+
+cdef const char *_HEX = b"0123456789abcdef"
+
+
+cdef int _json_room(_Json *out, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t want = out.length + extra, capacity = out.capacity if out.capacity else 4096
+    cdef char *grown
+    if want <= out.capacity:
+        return 0
+    while capacity < want:
+        capacity *= 2
+    grown = <char *>realloc(out.data, capacity)
+    if grown == NULL:
+        raise MemoryError()
+    out.data = grown
+    out.capacity = capacity
+    return 0
+
+
+cdef inline int _json_raw(_Json *out, const char *s, Py_ssize_t n) except -1:
+    _json_room(out, n)
+    memcpy(out.data + out.length, s, n)
+    out.length += n
+    return 0
+
+
+cdef int _json_str(_Json *out, str s, Py_ssize_t limit) except -1:
+    """`s[:limit]` as orjson writes a string; 1 (nothing usable written) on a lone surrogate."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void *data = PyUnicode_DATA(s)
+    cdef unsigned int c
+    cdef char *p
+    cdef const unsigned char *a
+    if n > limit:
+        n = limit
+    _json_room(out, 6 * n + 2)  # the longest form of a character: \u00XX, or 4 bytes of UTF-8
+    p = out.data + out.length
+    p[0] = b'"'
+    p += 1
+    if PyUnicode_IS_ASCII(s):  # most paths and texts: copied whole unless a character needs escaping
+        a = <const unsigned char *>data
+        for i in range(n):
+            if a[i] < 0x20 or a[i] == 0x22 or a[i] == 0x5c:
+                break
+        else:
+            memcpy(p, a, n)
+            p[n] = b'"'
+            out.length = p + n + 1 - out.data
+            return 0
+    for i in range(n):
+        c = <unsigned int>PyUnicode_READ(kind, data, i)
+        if c < 0x80:
+            if c == 0x22 or c == 0x5c:
+                p[0] = b'\\'
+                p[1] = <char>c
+                p += 2
+            elif c >= 0x20:
+                p[0] = <char>c
+                p += 1
+            elif c == 0x08 or c == 0x09 or c == 0x0a or c == 0x0c or c == 0x0d:
+                p[0] = b'\\'
+                p[1] = b'b' if c == 0x08 else b't' if c == 0x09 else b'n' if c == 0x0a else b'f' if c == 0x0c else b'r'
+                p += 2
+            else:
+                memcpy(p, b"\\u00", 4)
+                p[4] = _HEX[c >> 4]
+                p[5] = _HEX[c & 15]
+                p += 6
+        elif c < 0x800:
+            p[0] = <char>(0xc0 | (c >> 6))
+            p[1] = <char>(0x80 | (c & 0x3f))
+            p += 2
+        elif c < 0x10000:
+            if 0xd800 <= c <= 0xdfff:
+                return 1
+            p[0] = <char>(0xe0 | (c >> 12))
+            p[1] = <char>(0x80 | ((c >> 6) & 0x3f))
+            p[2] = <char>(0x80 | (c & 0x3f))
+            p += 3
+        else:
+            p[0] = <char>(0xf0 | (c >> 18))
+            p[1] = <char>(0x80 | ((c >> 12) & 0x3f))
+            p[2] = <char>(0x80 | ((c >> 6) & 0x3f))
+            p[3] = <char>(0x80 | (c & 0x3f))
+            p += 4
+    p[0] = b'"'
+    out.length = p + 1 - out.data
+    return 0
+
+
+cdef int _json_int(_Json *out, object v, long long *value) except -1:
+    """Writes the int `v` and sets `value`; 1 (nothing written) for one of 2^40 or more in
+    magnitude (past 64 bits orjson leaves it to json)."""
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    cdef char digits[24]
+    cdef Py_ssize_t k = 24
+    cdef bint negative = x < 0
+    cdef unsigned long long u = (<unsigned long long>0 - <unsigned long long>x) if negative else <unsigned long long>x
+    if overflow or x >= (1LL << 40) or x <= -(1LL << 40):
+        return 1  # (a bound that keeps the counts' sums in 64 bits, with at most 2^22 blocks)
+    while True:
+        k -= 1
+        digits[k] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if negative:
+        k -= 1
+        digits[k] = b'-'
+    _json_raw(out, digits + k, 24 - k)
+    value[0] = x
+    return 0
+
+
+cdef int _json_ratio(_Json *out, double x) except -1:
+    """`round(x, 4)` as json (and orjson) write it, for 0 <= x <= 1; 1 (nothing written) otherwise."""
+    cdef char *s
+    cdef Py_ssize_t n
+    if x == 0.0 and not signbit(x):
+        return _json_raw(out, b"0.0", 3)
+    if x == 1.0:
+        return _json_raw(out, b"1.0", 3)
+    if not (0.0 < x < 1.0):
+        return 1
+    # The correctly rounded four-place decimal (what round() converts back), its trailing
+    # zeros cut: the shortest form of that double, which repr writes.
+    s = PyOS_double_to_string(x, b'f', 4, 0, NULL)
+    try:
+        n = strlen(s)
+        while s[n - 1] == b'0':
+            n -= 1
+        if s[n - 1] == b'.':
+            n += 1  # "0." or "1.": keep one zero
+        _json_raw(out, s, n)
+    finally:
+        PyMem_Free(s)
+    return 0
+
+
+def blocks_json(blocks, Py_ssize_t text_chars, str template_label):
+    """The JSON array of a clean record's blocks, byte for byte what orjson writes for
+    io/codec.py `block_dicts` (the reference): each BlockVerdict (path, text, chars,
+    template_chars, ratio, verdict, method, role) as {"path", "chars", "template_chars",
+    "ratio" (rounded to 4 places), "verdict", "role", "method", "text" (its first
+    `text_chars` characters)}; with the record's "counts" (io/codec.py `counts_dict`): the
+    JSON, the blocks whose verdict is `template_label`, the characters of all blocks and of
+    those. None where a field is not what the fast form covers (a lone surrogate, a ratio
+    outside [0, 1], a field of another type): the caller takes the reference's way."""
+    cdef _Json out
+    cdef Py_ssize_t i = 0, template_blocks = 0
+    cdef long long chars = 0, template_chars = 0, c = 0, t = 0
+    cdef tuple b
+    out.data = NULL
+    out.length = 0
+    out.capacity = 0
+    try:
+        _json_raw(&out, b"[", 1)
+        for item in blocks:
+            if not isinstance(item, tuple) or i >= (1 << 22):
+                return None
+            b = <tuple>item
+            if len(b) != 8 or not (PyUnicode_CheckExact(b[0]) and PyUnicode_CheckExact(b[1])
+                                   and PyLong_CheckExact(b[2]) and PyLong_CheckExact(b[3])
+                                   and PyFloat_CheckExact(b[4]) and PyUnicode_CheckExact(b[5])
+                                   and PyUnicode_CheckExact(b[6]) and PyUnicode_CheckExact(b[7])):
+                return None
+            _json_raw(&out, b'{"path":' if i == 0 else b',{"path":', 8 if i == 0 else 9)
+            if _json_str(&out, <str>b[0], PY_SSIZE_T_MAX):
+                return None
+            _json_raw(&out, b',"chars":', 9)
+            if _json_int(&out, b[2], &c):
+                return None
+            chars += c
+            if b[5] == template_label:
+                template_blocks += 1
+                template_chars += c
+            _json_raw(&out, b',"template_chars":', 18)
+            if _json_int(&out, b[3], &t):
+                return None
+            _json_raw(&out, b',"ratio":', 9)
+            if _json_ratio(&out, PyFloat_AS_DOUBLE(b[4])):
+                return None
+            _json_raw(&out, b',"verdict":', 11)
+            if _json_str(&out, <str>b[5], PY_SSIZE_T_MAX):
+                return None
+            _json_raw(&out, b',"role":', 8)
+            if _json_str(&out, <str>b[7], PY_SSIZE_T_MAX):
+                return None
+            _json_raw(&out, b',"method":', 10)
+            if _json_str(&out, <str>b[6], PY_SSIZE_T_MAX):
+                return None
+            _json_raw(&out, b',"text":', 8)
+            if _json_str(&out, <str>b[1], text_chars):
+                return None
+            _json_raw(&out, b"}", 1)
+            i += 1
+        _json_raw(&out, b"]", 1)
+        return PyBytes_FromStringAndSize(out.data, out.length), template_blocks, chars, template_chars
+    finally:
+        free(out.data)
