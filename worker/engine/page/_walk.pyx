@@ -1608,10 +1608,34 @@ cdef inline bint _starts_http(int kind, const void *data, Py_ssize_t n) noexcept
         and PyUnicode_READ(kind, <void *>data, at + 2) == 47  # "://"
 
 
+cdef str _remove_dots(str path):
+    """links.py `_remove_dots`, the same steps: RFC 3986 remove_dot_segments on an absolute path."""
+    cdef list segs = path.split("/"), out = []
+    for seg in segs:
+        if seg == "..":
+            if len(out) > 1:
+                out.pop()
+        elif seg != ".":
+            out.append(seg)
+    last = segs[len(segs) - 1]  # (no negative indexes in this module: wraparound is off)
+    if last == "." or last == "..":
+        out.append("")
+    return "/".join(out)
+
+
+cdef str _dotless(str path):
+    """An absolute path with a dot segment before its query: those segments removed, as
+    links.py `_resolve_href` does (the query kept as it is)."""
+    cdef Py_ssize_t q = path.find("?")
+    if q < 0:
+        return _remove_dots(path)
+    return _remove_dots(PyUnicode_Substring(path, 0, q)) + PyUnicode_Substring(path, q, PyUnicode_GET_LENGTH(path))
+
+
 cdef object _fast_href(str href, str origin, str where):
     """One href's URL as links.py `_resolve_href` gives it, for the common forms: absolute
     http(s), root-relative and (`where` not None: the base directory has no dot segment)
-    path-relative, none with a dot segment; None for an in-page link; _SLOW for any other."""
+    path-relative, dot segments removed; None for an in-page link; _SLOW for any other."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(href), i, cut, end, query = -1, colon = -1, stop = -1
     cdef int kind
     cdef const void *data
@@ -1659,10 +1683,13 @@ cdef object _fast_href(str href, str origin, str where):
         if cut > 1 and PyUnicode_READ(kind, <void *>data, 1) == 47:
             return _SLOW  # "//": the base's scheme
         if dotted:
-            return _SLOW
+            return origin + _dotless(href if end == n else PyUnicode_Substring(href, 0, end))
         return origin + (href if end == n else PyUnicode_Substring(href, 0, end))
-    if first == 63 or dotted or where is None:  # "?": the base's path
+    if first == 63 or where is None:  # "?": the base's path
         return _SLOW
+    if dotted:  # the base directory (where's path: it has no dot segment) and the href, dots removed
+        return origin + _dotless(PyUnicode_Substring(where, PyUnicode_GET_LENGTH(origin), PyUnicode_GET_LENGTH(where))
+                                 + (href if end == n else PyUnicode_Substring(href, 0, end)))
     return where + (href if end == n else PyUnicode_Substring(href, 0, end))
 
 
