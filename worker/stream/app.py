@@ -52,7 +52,16 @@ from ..engine.pipeline import decide
 from ..engine.table import HostTable
 from ..io.sources import decode_record
 from ..settings import StreamSettings
-from ..state.changelog import INDEX_PREFIX, HostState, StateLayout, assemble, host_of, host_prefix, index_key
+from ..state.changelog import (
+    INDEX_PREFIX,
+    HostState,
+    StateLayout,
+    assemble,
+    host_of,
+    host_prefix,
+    index_key,
+    parts_of,
+)
 from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
 from .commits import Position, Progress, SafeCommitTransport
 from .inbox import Batch, Inbox
@@ -664,7 +673,7 @@ class StreamWorker:
         old = page_no - self.layout.k
         if old <= 0:
             return
-        old_offset = self.layout.offset_of_page(self._records(tp.partition, host), old)
+        old_offset = self._page_offset(tp.partition, host, old)
         if old_offset is None or self._committed(tp, old_offset):
             return
         if self.settings.commit_before_snapshot:
@@ -683,6 +692,21 @@ class StreamWorker:
                 "host=%s partition=%d offset=%d: page %d not committed before its snapshot was replaced",
                 host, tp.partition, old_offset, old,
             )
+
+    def _page_offset(self, partition: int, host: str, page_no: int) -> int | None:
+        """The input offset of one of the host's retained pages, from its delta record alone
+        (point reads of the record and its parts, not a scan of all the host's records)."""
+        prefix = host_prefix(host)
+        suffix = self.layout.delta_suffix(page_no)
+        value = self.store.get_record(partition, prefix + suffix)
+        if value is None:
+            return None
+        records = {suffix: value}
+        for i in range(1, parts_of(value) + 1):
+            part = self.store.get_record(partition, prefix + suffix + b"#%d" % i)
+            if part is not None:
+                records[suffix + b"#%d" % i] = part
+        return self.layout.offset_of_page(records, page_no)
 
     def _committed(self, tp: TP, offset: int) -> bool:
         """Whether `offset` of `tp` is committed (will not be read again after a restart)."""
