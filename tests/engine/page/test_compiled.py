@@ -7,6 +7,7 @@ built these tests say so and skip; `make test` builds it.
 
 from __future__ import annotations
 
+import html
 import os
 import subprocess
 import sys
@@ -495,3 +496,21 @@ def test_keys_are_hashed_in_c_only_when_they_equal_xxhash() -> None:
     fast, slow = walk(LexborHTMLParser(page), params), walk_python(LexborHTMLParser(page), params)
     assert fast.blocks and fast.blocks == slow.blocks
     assert fast.layout == slow.layout and fast.container == slow.container
+
+
+# Words and characters for the stopword count and the copyright marks outside ASCII: the
+# stopwords with and without accents, in any case; the two characters past ASCII that
+# lower-case to ASCII letters (U+0130, U+212A); white space that only Unicode calls so; "©".
+SCRIPT_PIECES = [
+    "the", "The", "THE", "of", "und", "für", "FÜR", "Für", "más", "MÁS", "è", "È", "più", "İ", "i", "\u212a", "k",
+    "©", "copyright", "COPYRIGHT", "CopyRİght", "copyr\u0130ght", "all rights reserved", "ALL RIGHTS RESERVED",
+    "rights", "right", "g", " ", " ", "\xa0", "\u2003", "\u3000", "\x85", "\x1c", "é", "ß", "Σ", "ǅ", "a", "x",
+]
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(SCRIPT_PIECES), max_size=14).map("".join), min_size=1, max_size=5))
+@example(texts=["CopyRİght \u212anow the für", "ALL RIGHTS RESERVED\xa0und", "x\u3000THE\x85of ©"])
+def test_the_walks_count_stopwords_and_marks_alike_in_any_script(texts: list[str]) -> None:
+    assert_same("<body>" + "".join(f"<p>{html.escape(t)}</p>" for t in texts) + "</body>")

@@ -283,6 +283,22 @@ cdef inline bint _matches_lower(const unsigned char *s, Py_ssize_t n, Py_ssize_t
     return True
 
 
+cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize_t at, const char *needle,
+                                   Py_ssize_t m) noexcept:
+    """`_matches_lower` on a str of any kind: A-Z folded, every other character as it is."""
+    cdef Py_ssize_t j
+    cdef unsigned int c
+    if at < 0 or at + m > n:
+        return False
+    for j in range(m):
+        c = <unsigned int>PyUnicode_READ(kind, data, at + j)
+        if 65 <= c <= 90:
+            c += 32
+        if c != <unsigned int><unsigned char>needle[j]:
+            return False
+    return True
+
+
 cdef bint _copyright_mark(const unsigned char *s, Py_ssize_t n) noexcept:
     """Whether the ASCII text s holds "copyright" or "all rights reserved", in any case.
 
@@ -1068,9 +1084,66 @@ cdef class Walker:
         if PyUnicode_IS_ASCII(text):
             self._ascii_words(text, out)
         else:
-            lowered = text.lower()
-            out[8] = 1.0 if any([mark in lowered for mark in self.copyright_marks]) else 0.0
-            out[9] = sum([1 for word in lowered.split() if word in self.stopwords])
+            self._unicode_words(text, out)
+        return 0
+
+    cdef int _unicode_words(self, str text, double *out) except -1:
+        """What `_ascii_words` gives, for a text with other characters: the same as counting the
+        stopwords among `text.lower().split()` and looking for the copyright marks in
+        `text.lower()`. Words are parted at Unicode white space (as split does); a word of
+        ASCII characters is compared packed, a word with any other character is lower-cased
+        by Python and looked up in the set. Only two characters past ASCII lower-case to ASCII
+        letters (U+0130 to "i" and a combining dot, U+212A to "k"), and neither can complete a
+        copyright mark's letters, so the marks are matched on A-Z folded alone, and "©"."""
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
+        cdef unsigned long long word
+        cdef unsigned int c
+        cdef double stop = 0
+        cdef bint ascii, packable, mark = False
+        while i < n:
+            while i < n and Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)):
+                i += 1
+            if i >= n:
+                break
+            start = i
+            word = 0
+            ascii = True
+            packable = True
+            while i < n:
+                c = <unsigned int>PyUnicode_READ(kind, data, i)
+                if Py_UNICODE_ISSPACE(<Py_UCS4>c):
+                    break
+                if c >= 128:
+                    ascii = False
+                elif ascii:
+                    if 65 <= c <= 90:
+                        c += 32
+                    elif c == 0:
+                        packable = False
+                    if i - start < 8:
+                        word |= (<unsigned long long>c) << (8 * (i - start))
+                i += 1
+            if ascii:
+                if packable and i - start <= 8:
+                    lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
+                    if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
+                        stop += 1
+            elif PyUnicode_Substring(text, start, i).lower() in self.stopwords:
+                stop += 1
+        for i in range(n):
+            c = <unsigned int>PyUnicode_READ(kind, data, i)
+            if c == 0xa9:  # ©
+                mark = True
+                break
+            if 2 <= i < n - 2 and (c == 103 or c == 71) and _matches_lower_ucs(kind, data, n, i - 2, b"right", 5):
+                if _matches_lower_ucs(kind, data, n, i - 6, b"copyright", 9) \
+                        or _matches_lower_ucs(kind, data, n, i - 6, b"all rights reserved", 19):
+                    mark = True
+                    break
+        out[8] = 1.0 if mark else 0.0
+        out[9] = stop
         return 0
 
     cdef void _ascii_words(self, str text, double *out) noexcept:
