@@ -41,9 +41,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     DETEMPLATE_DATA_DIR=/var/lib/detemplate \
-    DETEMPLATE_REQUIRE_COMPILED=1
+    DETEMPLATE_REQUIRE_COMPILED=1 \
+    OPENBLAS_NUM_THREADS=1
 # The worker refuses to start without the compiled walk (a mismatched selectolax would
-# otherwise fall back to the Python walk, 1.8x slower, without a word).
+# otherwise fall back to the Python walk, 1.8x slower, without a word). numpy's BLAS runs one
+# thread: the engine's matrix products are small, and BLAS's other threads (one a core the
+# container sees) would only spin after each (worker/blas.py, settings.tune_blas).
 USER ${UID}:${UID}
 WORKDIR /var/lib/detemplate
 # The worker's RocksDB state: on a volume (a PersistentVolumeClaim per replica in

@@ -33,14 +33,15 @@ SOURCE = Path(__file__).resolve().parent.parent / "worker"
 # What each part may import besides itself (parts are the first component under the package).
 ALLOWED: dict[str, set[str]] = {
     "engine": set(),
+    "blas": set(),
     "state": {"engine"},
     "io": {"engine"},
-    "settings": {"engine"},
-    "parallel": {"engine", "state", "io"},
+    "settings": {"engine", "blas"},
+    "parallel": {"engine", "state", "io", "blas"},
     "offline": {"engine", "state", "io", "parallel"},
     "stream": {"engine", "state", "io", "settings"},
     "tools": {"engine", "state", "io", "settings", "parallel", "offline", "stream"},
-    "cli": {"engine", "state", "io", "settings", "parallel", "offline", "stream", "tools", "__init__"},
+    "cli": {"engine", "state", "io", "settings", "parallel", "offline", "stream", "tools", "__init__", "blas"},
     "__main__": {"cli"},
     "__init__": {"engine", "state", "io"},
 }

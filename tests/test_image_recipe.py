@@ -86,6 +86,7 @@ def test_dockerfile_is_multi_stage_slim_and_non_root() -> None:
     assert json.loads(only(runtime, "CMD")[-1]) == ["worker"]
     env = " ".join(only(runtime, "ENV"))
     assert "DETEMPLATE_REQUIRE_COMPILED=1" in env
+    assert "OPENBLAS_NUM_THREADS=1" in env  # numpy's BLAS with one thread from its start
     data_dir = re.search(r"DETEMPLATE_DATA_DIR=(\S+)", env)
     assert data_dir is not None
     assert json.loads(only(runtime, "VOLUME")[-1]) == [data_dir.group(1)]

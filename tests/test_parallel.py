@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 import pytest
-from detemplate import parallel
+from detemplate import blas, parallel
 from detemplate.cli import main
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
@@ -384,3 +384,24 @@ def test_the_host_count_is_exact_then_estimated_in_bounded_memory() -> None:
         other_big.add(f"host{n}.example")
     big.update(other_big)  # hosts already counted: the estimate does not move
     assert len(big) == len(halves[0])
+
+
+def _tell_blas(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
+    """A decide function that says how many threads the job's BLAS has."""
+    raise RuntimeError(f"BLAS threads {blas.threads()}")
+
+
+@pytest.mark.skipif(blas.threads() is None, reason="numpy's BLAS here is not an OpenBLAS this process can see")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_job_runs_as_many_blas_threads_as_its_parent(crawl: Path, threads: int) -> None:
+    # The command line sets one BLAS thread (settings.tune_blas); the jobs come from a fork
+    # server that loaded numpy afresh, with a thread a core, and take the parent's count.
+    saved = blas.threads()
+    assert saved is not None
+    blas.set_threads(threads)
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), _tell_blas)
+    try:
+        with pytest.raises(JobFailedError, match=rf"BLAS threads {threads}\b"):
+            run_jobs(spec, MemoryStore(), make_writer("jsonl", io.BytesIO(), OutputOptions()), None, RunSummary())
+    finally:
+        blas.set_threads(saved)

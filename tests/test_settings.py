@@ -4,11 +4,12 @@ the garbage collector's threshold."""
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from detemplate import cli
+from detemplate import blas, cli, settings
 from detemplate.engine.errors import ConfigError
 from detemplate.settings import ENV_PREFIX, GC_FIRST_THRESHOLD, StreamSettings, env_for, load
 
@@ -96,3 +97,32 @@ def test_a_command_raises_the_collectors_first_threshold_and_keeps_the_others(tm
     finally:
         gc.set_threshold(*saved)
     assert (tmp_path / "out.jsonl").read_text().count("\n") == 1
+
+
+OPENBLAS = blas.threads() is not None
+needs_openblas = pytest.mark.skipif(not OPENBLAS, reason="numpy's BLAS here is not an OpenBLAS this process can see")
+
+
+@needs_openblas
+def test_every_command_runs_one_blas_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # numpy's OpenBLAS starts a thread a core; the page-level model's products are small and
+    # the second thread only spins. The command line sets one, and the variable for its children.
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body><p>A page of one paragraph, decided.</p></body></html>")
+    assert blas.set_threads(2) == 2
+    assert cli.main(["run", str(site), "-o", str(tmp_path / "out.jsonl"), "--jobs", "1"]) == 0
+    assert blas.threads() == 1
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+
+
+@needs_openblas
+def test_a_blas_thread_count_the_user_set_is_left_alone() -> None:
+    environ = {"OPENBLAS_NUM_THREADS": "2"}
+    assert blas.set_threads(2) == 2
+    assert settings.tune_blas(environ) is None
+    assert blas.threads() == 2 and environ == {"OPENBLAS_NUM_THREADS": "2"}
+    environ = {}
+    assert settings.tune_blas(environ) == 1
+    assert environ == {"OPENBLAS_NUM_THREADS": "1"}

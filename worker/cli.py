@@ -54,6 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     settings.tune_gc()
+    settings.tune_blas()
     try:
         # The page walk is chosen once, from DETEMPLATE_PURE_PYTHON; DETEMPLATE_REQUIRE_COMPILED
         # (the container image sets it) refuses to go on without the compiled one.

@@ -59,6 +59,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_intdigest
 
+from . import blas
 from .engine.errors import ConfigError, DetemplateError
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams
@@ -326,12 +327,16 @@ def _work(
     conn: Connection,
     queue: Queue[Batch | None],
     gc_threshold: tuple[int, ...],
+    blas_threads: int | None = None,
 ) -> None:
     """A worker process: its summary to `conn`, or the error that stopped it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
-    # The garbage collector as the parent has it (the command line raises its first threshold,
-    # settings.tune_gc): the fork server's interpreter started with the defaults.
+    # The garbage collector and BLAS's threads as the parent has them (the command line raises
+    # the first threshold and sets one thread: settings.tune_gc, tune_blas): the fork server's
+    # interpreter started with the defaults.
     gc.set_threshold(*gc_threshold)
+    if blas_threads is not None:
+        blas.set_threads(blas_threads)
     try:
         summary = _decide_share(spec, Path(work), index, done, queue)
     except DetemplateError as exc:
@@ -396,13 +401,14 @@ class _Jobs:
         that the parent reads and queues the first batches while the fork server starts (it
         imports the engine: a quarter of a second the parent would otherwise wait out)."""
         spec, work, ctx = self.spec, self.work, self.ctx
+        threads = blas.threads()
         for index in range(spec.jobs):
             recv, send = ctx.Pipe(duplex=False)
             done = ctx.Value("q", 0)
             queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
             process = ctx.Process(
                 target=_work,
-                args=(spec, str(work), index, done, send, queue, gc.get_threshold()),
+                args=(spec, str(work), index, done, send, queue, gc.get_threshold(), threads),
                 name=f"detemplate-job-{index}",
                 daemon=True,
             )

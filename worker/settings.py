@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from . import blas
 from .engine import page
 from .engine.errors import ConfigError
 from .engine.params import EngineParams, SegmentParams, with_overrides
@@ -421,3 +422,23 @@ def tune_gc() -> None:
     decides pages: every command (`cli.main`; each job of `run --jobs` takes the parent's
     thresholds). The engine, a library, leaves the collector as the embedding process has it."""
     gc.set_threshold(GC_FIRST_THRESHOLD, *gc.get_threshold()[1:])
+
+
+# numpy's OpenBLAS starts a thread a core and splits a matrix product over them once it is
+# large enough: the page-level model's scores (a page's nodes by 79 weights) are, on pages of
+# a few thousand nodes, and the second thread then spins after each product. One thread is
+# faster in wall time too (docs/measurements.md, "One BLAS thread").
+def tune_blas(environ: Any = None) -> int | None:
+    """One BLAS thread in a process that decides pages, unless OPENBLAS_NUM_THREADS says
+    otherwise: every command (`cli.main`; the jobs of `run --jobs` take the parent's count).
+    The loaded OpenBLAS is set to one thread, and the variable to 1 for the other processes
+    this one starts (a benchmark's worker), which read it when they load numpy. The engine, a
+    library, leaves BLAS as the embedding process has it. Returns the threads read back, or
+    None where the variable was set or no OpenBLAS was found (nothing changed here)."""
+    import numpy  # noqa: F401  # loads the BLAS whose threads are set
+
+    environ = os.environ if environ is None else environ
+    if environ.get("OPENBLAS_NUM_THREADS"):
+        return None
+    environ["OPENBLAS_NUM_THREADS"] = "1"
+    return blas.set_threads(1)
