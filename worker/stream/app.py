@@ -448,6 +448,9 @@ class StreamWorker:
                 )
                 logging.shutdown()
                 os._exit(70)
+        # The batch's state records into the store's databases at once (store.py; a read, a
+        # persisted offset or a revocation writes them sooner).
+        self.store.flush()
         # What Faust's stream tells its monitor, whose check for stalled partitions reads it.
         now = time.monotonic()
         for tp in batch.records:

@@ -23,6 +23,14 @@ corruption error later, while pages flow, is handled by the worker the same way
 
 The checksum pass costs one sequential read of the partition's database per process
 (measured in docs/stream.md); the state per host is bounded, so it stays small.
+
+The worker's own state records (`write`) are gathered per partition and written in one
+batch when something is about to read that partition's database (`scan`, `get_record`, ...),
+before a persisted changelog offset is set (so it never passes a record the database does
+not hold: a crash loses only records the changelog still has after that offset, and Faust's
+recovery reads them back), before a partition is revoked or the store stops, and at the end
+of each fetch's pages (`flush`). A write a page cost the worker more than its own time: the
+database's code between two pages left the engine's data out of the caches (docs/stream.md).
 """
 
 from __future__ import annotations
@@ -97,6 +105,7 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         super().__init__(*args, **kwargs)
         self.verified: set[int] = set()  # partitions checked by this process
         self.quarantined: list[Path] = []
+        self._pending: dict[int, list[tuple[bytes, bytes | None]]] = {}  # partition -> records not written yet
 
     def _open_for_partition(self, partition: int) -> Any:
         path = Path(self.partition_path(partition))
@@ -124,6 +133,7 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         """Every record of a partition's database whose key starts with `prefix` (one range scan)."""
         from ..state.rocks import scan_prefix
 
+        self.flush(partition)
         return scan_prefix(self._db_for_partition(partition), prefix)
 
     def scan_chunk(self, partition: int, prefix: bytes, after: bytes | None, limit: int) -> list[tuple[bytes, bytes]]:
@@ -133,10 +143,12 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         between chunks without holding an iterator across it."""
         from ..state.rocks import iter_prefix
 
+        self.flush(partition)
         return list(islice(iter_prefix(self._db_for_partition(partition), prefix, after), limit))
 
     def keys_with_prefix(self, partition: int, prefix: bytes) -> list[bytes]:
         """The keys of a partition's database that start with `prefix`."""
+        self.flush(partition)
         db = self._db_for_partition(partition)
         out = []
         for key in db.keys(from_key=prefix):
@@ -147,23 +159,62 @@ class CheckedRocksDBStore(FaustRocksDBStore):
 
     def get_record(self, partition: int, key: bytes) -> bytes | None:
         """One record of a partition's database."""
+        self.flush(partition)
         value = self._db_for_partition(partition).get(key)
         return None if value is None else bytes(value)
 
     def write(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Put (or, for None, delete) records in a partition's database, in one batch."""
+        """Put (or, for None, delete) records in a partition's database, in order: gathered,
+        and written in one batch by the next `flush` of the partition (see the module)."""
+        pending = self._pending.get(partition)
+        if pending is None:
+            self._pending[partition] = list(records)
+        else:
+            pending.extend(records)
+
+    def flush(self, partition: int | None = None) -> None:
+        """Write the records gathered for a partition (None: for every partition), in one batch each."""
+        if not self._pending:
+            return
         import rocksdict
 
-        batch = rocksdict.WriteBatch(raw_mode=True)
-        for key, value in records:
-            if value is None:
-                batch.delete(key)
-            else:
-                batch.put(key, value)
-        self._db_for_partition(partition).write(batch)
+        for p in list(self._pending) if partition is None else [partition]:
+            records = self._pending.pop(p, None)
+            if not records:
+                continue
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            for key, value in records:
+                if value is None:
+                    batch.delete(key)
+                else:
+                    batch.put(key, value)
+            self._db_for_partition(p).write(batch)
+
+    def set_persisted_offset(self, tp: Any, offset: int) -> None:
+        """Faust's, after the partition's gathered records are written: the offset never passes
+        a record the database does not hold."""
+        self.flush(tp.partition)
+        super().set_persisted_offset(tp, offset)
+
+    def apply_changelog_batch(self, *args: Any, **kwargs: Any) -> None:
+        """Faust's recovery writes; any records gathered before it first (there are none once a
+        partition was revoked: revoking writes them)."""
+        self.flush()
+        super().apply_changelog_batch(*args, **kwargs)
+
+    def revoke_partitions(self, table: Any, tps: Any) -> None:
+        for tp in tps:
+            if tp.topic in table.changelog_topic.topics:
+                self.flush(tp.partition)
+        super().revoke_partitions(table, tps)
+
+    async def stop(self) -> None:
+        self.flush()
+        await super().stop()
 
     def quarantine(self, partition: int, why: str) -> Path | None:
         """Move a partition's database aside and log it; it is rebuilt from the changelog when next opened."""
+        self._pending.pop(partition, None)  # records of the damaged database: the changelog has them
         path = Path(self.partition_path(partition))
         db = self._dbs.pop(partition, None)
         if db is not None:
