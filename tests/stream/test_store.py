@@ -213,3 +213,41 @@ def test_a_sweep_drops_no_host_of_a_partition_revoked_while_it_ran(
     late = [host for partition, host in dropped[100:] if partition == 1]
     assert not late, late[:3]
     assert {partition for partition, _ in dropped[100:]} == {0}
+
+
+def _on_disk(store: CheckedRocksDBStore, partition: int, key: bytes) -> bytes | None:
+    """A record as the partition's database holds it, past the store's own methods."""
+    value = store._db_for_partition(partition).get(key)
+    return None if value is None else bytes(value)
+
+
+def test_state_records_are_gathered_and_written_before_anything_reads_or_moves_past_them(tmp_path: Path) -> None:
+    from faust.types import TP
+
+    store = store_in(tmp_path)
+    store.write(0, [(b"t/a\x00d1", b"one"), (b"t/a\x00d2", b"two")])
+    store.write(1, [(b"t/b\x00d1", b"uno")])
+    store.write(0, [(b"t/a\x00d1", None)])  # a later tombstone of the same key, in order
+    assert _on_disk(store, 0, b"t/a\x00d2") is None  # gathered, not written yet
+    # A read of a partition writes its records first (and only its own).
+    assert store.scan(0, b"t/a\x00") == {b"t/a\x00d2": b"two"}
+    assert _on_disk(store, 1, b"t/b\x00d1") is None
+    assert store.get_record(1, b"t/b\x00d1") == b"uno"
+    # A persisted changelog offset never passes a record the database does not hold.
+    store.write(1, [(b"t/b\x00d2", b"dos")])
+    tp = TP(store.table.changelog_topic.get_topic_name(), 1)
+    store.set_persisted_offset(tp, 41)
+    assert _on_disk(store, 1, b"t/b\x00d2") == b"dos" and store.persisted_offset(tp) == 41
+    # A revoked partition's records are written before Faust lets go of its database.
+    store.write(0, [(b"t/a\x00d3", b"three")])
+    path0 = store.partition_path(0)
+    store.revoke_partitions(store.table, {TP(store.table.changelog_topic.get_topic_name(), 0)})
+    db = rocksdict.Rdict(str(path0), options=rocksdict.Options(raw_mode=True))
+    try:
+        assert db.get(b"t/a\x00d3") == b"three" and db.get(b"t/a\x00d1") is None
+    finally:
+        db.close()
+    # The end of a fetch writes what is left.
+    store.write(1, [(b"t/b\x00d3", b"tres")])
+    store.flush()
+    assert _on_disk(store, 1, b"t/b\x00d3") == b"tres" and not store._pending
