@@ -251,3 +251,27 @@ def test_state_records_are_gathered_and_written_before_anything_reads_or_moves_p
     store.write(1, [(b"t/b\x00d3", b"tres")])
     store.flush()
     assert _on_disk(store, 1, b"t/b\x00d3") == b"tres" and not store._pending
+
+
+def test_a_failed_write_keeps_the_records_and_the_persisted_offset_where_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faust.types import TP
+
+    store = store_in(tmp_path)
+    tp = TP(store.table.changelog_topic.get_topic_name(), 0)
+    store.set_persisted_offset(tp, 7)
+    store.write(0, [(b"t/a\x00d1", b"one")])
+    db = store._db_for_partition(0)
+
+    class Full:  # the partition's database, its disk full
+        def write(self, batch: object) -> None:
+            raise OSError("IO error: No space left on device")
+
+    monkeypatch.setitem(store._dbs, 0, Full())
+    with pytest.raises(OSError, match="No space"):
+        store.set_persisted_offset(tp, 8)
+    monkeypatch.setitem(store._dbs, 0, db)
+    assert store.persisted_offset(tp) == 7 and store._pending == {0: [(b"t/a\x00d1", b"one")]}
+    store.set_persisted_offset(tp, 8)  # the disk has room again
+    assert _on_disk(store, 0, b"t/a\x00d1") == b"one" and store.persisted_offset(tp) == 8

@@ -449,8 +449,16 @@ class StreamWorker:
                 logging.shutdown()
                 os._exit(70)
         # The batch's state records into the store's databases at once (store.py; a read, a
-        # persisted offset or a revocation writes them sooner).
-        self.store.flush()
+        # persisted offset or a revocation writes them sooner). A write that fails (a full
+        # disk, a damaged database) stops the process as a failed page does (exit 70); the
+        # store's persisted offset has not passed those records, so the restart reads them
+        # back from the changelog.
+        try:
+            self.store.flush()
+        except Exception:
+            logger.critical("writing the batch's state records failed, exiting", exc_info=True)
+            logging.shutdown()
+            os._exit(70)
         # What Faust's stream tells its monitor, whose check for stalled partitions reads it.
         now = time.monotonic()
         for tp in batch.records:

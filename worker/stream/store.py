@@ -179,7 +179,7 @@ class CheckedRocksDBStore(FaustRocksDBStore):
         import rocksdict
 
         for p in list(self._pending) if partition is None else [partition]:
-            records = self._pending.pop(p, None)
+            records = self._pending.get(p)
             if not records:
                 continue
             batch = rocksdict.WriteBatch(raw_mode=True)
@@ -189,6 +189,7 @@ class CheckedRocksDBStore(FaustRocksDBStore):
                 else:
                     batch.put(key, value)
             self._db_for_partition(p).write(batch)
+            del self._pending[p]  # only once written: a write that fails keeps them, and raises
 
     def set_persisted_offset(self, tp: Any, offset: int) -> None:
         """Faust's, after the partition's gathered records are written: the offset never passes
