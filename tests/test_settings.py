@@ -118,11 +118,12 @@ def test_every_command_runs_one_blas_thread(tmp_path: Path, monkeypatch: pytest.
 
 
 @needs_openblas
-def test_a_blas_thread_count_the_user_set_is_left_alone() -> None:
+def test_a_blas_thread_count_the_user_set_is_the_one_used() -> None:
     environ = {"OPENBLAS_NUM_THREADS": "2"}
-    assert blas.set_threads(2) == 2
-    assert settings.tune_blas(environ) is None
+    blas.set_threads(1)
+    assert settings.tune_blas(environ) == 2
     assert blas.threads() == 2 and environ == {"OPENBLAS_NUM_THREADS": "2"}
+    assert settings.tune_blas({"OPENBLAS_NUM_THREADS": "many"}) is None and blas.threads() == 2
     environ = {}
     assert settings.tune_blas(environ) == 1
-    assert environ == {"OPENBLAS_NUM_THREADS": "1"}
+    assert blas.threads() == 1 and environ == {"OPENBLAS_NUM_THREADS": "1"}

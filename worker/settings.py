@@ -429,16 +429,21 @@ def tune_gc() -> None:
 # a few thousand nodes, and the second thread then spins after each product. One thread is
 # faster in wall time too (docs/measurements.md, "One BLAS thread").
 def tune_blas(environ: Any = None) -> int | None:
-    """One BLAS thread in a process that decides pages, unless OPENBLAS_NUM_THREADS says
-    otherwise: every command (`cli.main`; the jobs of `run --jobs` take the parent's count).
-    The loaded OpenBLAS is set to one thread, and the variable to 1 for the other processes
-    this one starts (a benchmark's worker), which read it when they load numpy. The engine, a
-    library, leaves BLAS as the embedding process has it. Returns the threads read back, or
-    None where the variable was set or no OpenBLAS was found (nothing changed here)."""
+    """BLAS's threads in a process that decides pages: OPENBLAS_NUM_THREADS, 1 where it is
+    unset: every command (`cli.main`; the jobs of `run --jobs` take the parent's count). The
+    loaded OpenBLAS is set to that count (it read the variable, if at all, when numpy loaded),
+    and the variable to it for the processes this one starts. The engine, a library, leaves
+    BLAS as the embedding process has it. Returns the threads read back, or None where the
+    variable is not a count or no OpenBLAS was found (nothing changed here)."""
     import numpy  # noqa: F401  # loads the BLAS whose threads are set
 
     environ = os.environ if environ is None else environ
-    if environ.get("OPENBLAS_NUM_THREADS"):
+    value = (environ.get("OPENBLAS_NUM_THREADS") or "").strip()
+    try:
+        threads = int(value) if value else 1
+    except ValueError:
+        return None  # OpenBLAS reads it its own way
+    if threads < 1:
         return None
-    environ["OPENBLAS_NUM_THREADS"] = "1"
-    return blas.set_threads(1)
+    environ["OPENBLAS_NUM_THREADS"] = str(threads)
+    return blas.set_threads(threads)
