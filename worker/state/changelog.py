@@ -392,12 +392,18 @@ def get_records(get: Getter, host: str, k: int) -> dict[bytes, bytes]:
     prefix = host_prefix(host)
     out: dict[bytes, bytes] = {}
     for suffix in [b"d%d" % s for s in range(2 * k)] + [b"s0", b"s1"]:
-        value = get(prefix + suffix)
-        if value is None:
-            continue
-        out[suffix] = value
-        for i in range(1, parts_of(value) + 1):
-            part = get(prefix + suffix + b"#%d" % i)
-            if part is not None:
-                out[suffix + b"#%d" % i] = part
+        out.update(get_record(get, prefix, suffix))
+    return out
+
+
+def get_record(get: Getter, prefix: bytes, suffix: bytes) -> dict[bytes, bytes]:
+    """One record of a host through point reads, by suffix, with its parts (empty: none)."""
+    value = get(prefix + suffix)
+    if value is None:
+        return {}
+    out = {suffix: value}
+    for i in range(1, parts_of(value) + 1):
+        part = get(prefix + suffix + b"#%d" % i)
+        if part is not None:
+            out[suffix + b"#%d" % i] = part
     return out

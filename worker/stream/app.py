@@ -39,6 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, cast
 
 import faust
@@ -57,10 +58,10 @@ from ..state.changelog import (
     HostState,
     StateLayout,
     assemble,
+    get_record,
     host_of,
     host_prefix,
     index_key,
-    parts_of,
 )
 from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
 from .commits import Position, Progress, SafeCommitTransport
@@ -707,16 +708,9 @@ class StreamWorker:
     def _page_offset(self, partition: int, host: str, page_no: int) -> int | None:
         """The input offset of one of the host's retained pages, from its delta record alone
         (point reads of the record and its parts, not a scan of all the host's records)."""
-        prefix = host_prefix(host)
-        suffix = self.layout.delta_suffix(page_no)
-        value = self.store.get_record(partition, prefix + suffix)
-        if value is None:
-            return None
-        records = {suffix: value}
-        for i in range(1, parts_of(value) + 1):
-            part = self.store.get_record(partition, prefix + suffix + b"#%d" % i)
-            if part is not None:
-                records[suffix + b"#%d" % i] = part
+        records = get_record(
+            partial(self.store.get_record, partition), host_prefix(host), self.layout.delta_suffix(page_no)
+        )
         return self.layout.offset_of_page(records, page_no)
 
     def _committed(self, tp: TP, offset: int) -> bool:

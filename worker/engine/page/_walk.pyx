@@ -267,25 +267,10 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
 cdef array.array _DOUBLES = array.array("d")
 
 
-cdef inline bint _matches_lower(const unsigned char *s, Py_ssize_t n, Py_ssize_t at, const char *needle,
-                               Py_ssize_t m) noexcept:
-    """Whether the ASCII text s, lower-cased, holds the lower-case needle at `at`."""
-    cdef Py_ssize_t j
-    cdef unsigned char c
-    if at < 0 or at + m > n:
-        return False
-    for j in range(m):
-        c = s[at + j]
-        if 65 <= c <= 90:
-            c += 32
-        if c != <unsigned char>needle[j]:
-            return False
-    return True
-
-
 cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize_t at, const char *needle,
                                    Py_ssize_t m) noexcept:
-    """`_matches_lower` on a str of any kind: A-Z folded, every other character as it is."""
+    """Whether the text (a str's data of any kind), A-Z lower-cased and every other character as
+    it is, holds the lower-case ASCII needle at `at`."""
     cdef Py_ssize_t j
     cdef unsigned int c
     if at < 0 or at + m > n:
@@ -299,15 +284,22 @@ cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize
     return True
 
 
-cdef bint _copyright_mark(const unsigned char *s, Py_ssize_t n) noexcept:
-    """Whether the ASCII text s holds "copyright" or "all rights reserved", in any case.
+cdef inline bint _copyright_mark(int kind, void *data, Py_ssize_t n) noexcept:
+    """Whether the text (a str's data of any kind) holds "©", or "copyright" or "all rights
+    reserved" in any case (A-Z folded: the only characters past ASCII that lower-case to
+    ASCII letters, U+0130 and U+212A, cannot complete either).
 
-    Both contain "right": one pass looks for its "g" (rare in text) and checks around it.
+    Both words contain "right": one pass looks for its "g" (rare in text) and checks around it.
     """
     cdef Py_ssize_t i
-    for i in range(2, n - 2):
-        if s[i] | 32 == 103 and _matches_lower(s, n, i - 2, b"right", 5):  # "g"
-            if _matches_lower(s, n, i - 6, b"copyright", 9) or _matches_lower(s, n, i - 6, b"all rights reserved", 19):
+    cdef unsigned int c
+    for i in range(n):
+        c = <unsigned int>PyUnicode_READ(kind, data, i)
+        if c == 0xa9:  # ©
+            return True
+        if 2 <= i < n - 2 and (c == 103 or c == 71) and _matches_lower_ucs(kind, data, n, i - 2, b"right", 5):
+            if _matches_lower_ucs(kind, data, n, i - 6, b"copyright", 9) \
+                    or _matches_lower_ucs(kind, data, n, i - 6, b"all rights reserved", 19):
                 return True
     return False
 
@@ -1092,16 +1084,14 @@ cdef class Walker:
         stopwords among `text.lower().split()` and looking for the copyright marks in
         `text.lower()`. Words are parted at Unicode white space (as split does); a word of
         ASCII characters is compared packed, a word with any other character is lower-cased
-        by Python and looked up in the set. Only two characters past ASCII lower-case to ASCII
-        letters (U+0130 to "i" and a combining dot, U+212A to "k"), and neither can complete a
-        copyright mark's letters, so the marks are matched on A-Z folded alone, and "©"."""
+        by Python and looked up in the set; the marks as for an ASCII text (`_copyright_mark`)."""
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)
         cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
         cdef unsigned long long word
         cdef unsigned int c
         cdef double stop = 0
-        cdef bint ascii, packable, mark = False
+        cdef bint ascii, packable
         while i < n:
             while i < n and Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)):
                 i += 1
@@ -1132,17 +1122,7 @@ cdef class Walker:
                         stop += 1
             elif PyUnicode_Substring(text, start, i).lower() in self.stopwords:
                 stop += 1
-        for i in range(n):
-            c = <unsigned int>PyUnicode_READ(kind, data, i)
-            if c == 0xa9:  # ©
-                mark = True
-                break
-            if 2 <= i < n - 2 and (c == 103 or c == 71) and _matches_lower_ucs(kind, data, n, i - 2, b"right", 5):
-                if _matches_lower_ucs(kind, data, n, i - 6, b"copyright", 9) \
-                        or _matches_lower_ucs(kind, data, n, i - 6, b"all rights reserved", 19):
-                    mark = True
-                    break
-        out[8] = 1.0 if mark else 0.0
+        out[8] = 1.0 if _copyright_mark(kind, data, n) else 0.0
         out[9] = stop
         return 0
 
@@ -1174,7 +1154,7 @@ cdef class Walker:
                 lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
                 if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
                     stop += 1
-        mark = _copyright_mark(s, n)
+        mark = _copyright_mark(1, <void *>s, n)
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
 
@@ -2238,14 +2218,16 @@ cdef inline int _json_raw(_Json *out, const char *s, Py_ssize_t n) except -1:
     return 0
 
 
-cdef int _json_str(_Json *out, str s, Py_ssize_t limit) except -1:
-    """`s[:limit]` as orjson writes a string; 1 (nothing usable written) on a lone surrogate."""
+cdef int _json_str(_Json *out, const char *key, str s, Py_ssize_t limit) except -1:
+    """`key` (the field's name, with what precedes it), then `s[:limit]` as orjson writes a
+    string; 1 (nothing usable written) on a lone surrogate."""
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(s), i
     cdef int kind = PyUnicode_KIND(s)
     cdef void *data = PyUnicode_DATA(s)
     cdef unsigned int c
     cdef char *p
     cdef const unsigned char *a
+    _json_raw(out, key, strlen(key))
     if n > limit:
         n = limit
     _json_room(out, 6 * n + 2)  # the longest form of a character: \u00XX, or 4 bytes of UTF-8
@@ -2303,9 +2285,9 @@ cdef int _json_str(_Json *out, str s, Py_ssize_t limit) except -1:
     return 0
 
 
-cdef int _json_int(_Json *out, object v, long long *value) except -1:
-    """Writes the int `v` and sets `value`; 1 (nothing written) for one of 2^40 or more in
-    magnitude (past 64 bits orjson leaves it to json)."""
+cdef int _json_int(_Json *out, const char *key, object v, long long *value) except -1:
+    """Writes `key` and the int `v`, and sets `value`; 1 (nothing usable written) for one of
+    2^40 or more in magnitude (past 64 bits orjson leaves it to json)."""
     cdef int overflow = 0
     cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
     cdef char digits[24]
@@ -2323,15 +2305,18 @@ cdef int _json_int(_Json *out, object v, long long *value) except -1:
     if negative:
         k -= 1
         digits[k] = b'-'
+    _json_raw(out, key, strlen(key))
     _json_raw(out, digits + k, 24 - k)
     value[0] = x
     return 0
 
 
-cdef int _json_ratio(_Json *out, double x) except -1:
-    """`round(x, 4)` as json (and orjson) write it, for 0 <= x <= 1; 1 (nothing written) otherwise."""
+cdef int _json_ratio(_Json *out, const char *key, double x) except -1:
+    """`key`, then `round(x, 4)` as json (and orjson) write it, for 0 <= x <= 1; 1 (nothing
+    usable written) otherwise."""
     cdef char *s
     cdef Py_ssize_t n
+    _json_raw(out, key, strlen(key))
     if x == 0.0 and not signbit(x):
         return _json_raw(out, b"0.0", 3)
     if x == 1.0:
@@ -2380,34 +2365,19 @@ def blocks_json(blocks, Py_ssize_t text_chars, str template_label):
                                    and PyFloat_CheckExact(b[4]) and PyUnicode_CheckExact(b[5])
                                    and PyUnicode_CheckExact(b[6]) and PyUnicode_CheckExact(b[7])):
                 return None
-            _json_raw(&out, b'{"path":' if i == 0 else b',{"path":', 8 if i == 0 else 9)
-            if _json_str(&out, <str>b[0], PY_SSIZE_T_MAX):
-                return None
-            _json_raw(&out, b',"chars":', 9)
-            if _json_int(&out, b[2], &c):
+            if (_json_str(&out, b'{"path":' if i == 0 else b',{"path":', <str>b[0], PY_SSIZE_T_MAX)
+                    or _json_int(&out, b',"chars":', b[2], &c)
+                    or _json_int(&out, b',"template_chars":', b[3], &t)
+                    or _json_ratio(&out, b',"ratio":', PyFloat_AS_DOUBLE(b[4]))
+                    or _json_str(&out, b',"verdict":', <str>b[5], PY_SSIZE_T_MAX)
+                    or _json_str(&out, b',"role":', <str>b[7], PY_SSIZE_T_MAX)
+                    or _json_str(&out, b',"method":', <str>b[6], PY_SSIZE_T_MAX)
+                    or _json_str(&out, b',"text":', <str>b[1], text_chars)):
                 return None
             chars += c
             if b[5] == template_label:
                 template_blocks += 1
                 template_chars += c
-            _json_raw(&out, b',"template_chars":', 18)
-            if _json_int(&out, b[3], &t):
-                return None
-            _json_raw(&out, b',"ratio":', 9)
-            if _json_ratio(&out, PyFloat_AS_DOUBLE(b[4])):
-                return None
-            _json_raw(&out, b',"verdict":', 11)
-            if _json_str(&out, <str>b[5], PY_SSIZE_T_MAX):
-                return None
-            _json_raw(&out, b',"role":', 8)
-            if _json_str(&out, <str>b[7], PY_SSIZE_T_MAX):
-                return None
-            _json_raw(&out, b',"method":', 10)
-            if _json_str(&out, <str>b[6], PY_SSIZE_T_MAX):
-                return None
-            _json_raw(&out, b',"text":', 8)
-            if _json_str(&out, <str>b[1], text_chars):
-                return None
             _json_raw(&out, b"}", 1)
             i += 1
         _json_raw(&out, b"]", 1)
