@@ -1,13 +1,15 @@
 """The `detemplate` command line.
 
 Each command lives in the module that owns its concern and registers itself here
-with a `register(subparsers)` function that adds its subparser and sets `func`.
+with a `register(subparsers)` function that adds its subparser and sets `func`; a command
+line imports only its command's module (`COMMANDS`).
 Heavy imports (Faust, matplotlib) happen inside the commands that need them.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
@@ -15,8 +17,44 @@ from collections.abc import Sequence
 from . import __version__, settings
 from .engine.errors import ConfigError
 
+# Every command: the module that owns it (under detemplate) and the function there that adds
+# its subparser, in the order `detemplate --help` lists them. A command line names one command,
+# and only its module is imported (the tools' modules cost a third of a second together); the
+# full list is built for `detemplate --help` and for a name that is not a command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("offline", "register"),
+    "sample": ("tools.samples", "register"),
+    "eval": ("tools.evaluate", "register"),
+    "bench": ("tools.bench", "register"),
+    "show": ("tools.show", "register"),
+    "worker": ("stream.commands", "register_worker"),
+    "broker": ("tools.broker", "register"),
+    "produce": ("stream.commands", "register_clients"),
+    "consume": ("stream.commands", "register_clients"),
+    "bench-stream": ("tools.bench_stream", "register"),
+    "bench-soak": ("tools.soak", "register"),
+    "bench-scale": ("tools.scale", "register"),
+    "templates": ("tools.pagelet_cmd", "register"),
+    "pagelet-signal": ("tools.pagelet_cmd", "register"),
+    "clusters": ("tools.cluster_cmd", "register"),
+    "train-pagelevel": ("tools.train_cmd", "register"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command an argument list names (its first argument that is not an option; the
+    top-level options take no value), or None: no command, an unknown one, or a top-level
+    --help or --version before it."""
+    for arg in argv:
+        if arg in ("-h", "--help", "--version"):
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of `command` alone, or of every command when None."""
     parser = argparse.ArgumentParser(
         prog="detemplate",
         description=(
@@ -30,23 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # Each command registers itself from the module that owns its concern.
-    from . import offline
-    from .stream import commands as stream_cmd
-    from .tools import bench, bench_stream, broker, cluster_cmd, evaluate, pagelet_cmd, samples, scale, show, soak
-    from .tools import train_cmd as pagelevel_cmd
-
-    # In the order `detemplate --help` lists them.
-    for register in (
-        offline.register, samples.register, evaluate.register, bench.register, show.register,
-        stream_cmd.register_worker, broker.register, stream_cmd.register_clients, bench_stream.register,
-        soak.register, scale.register, pagelet_cmd.register, cluster_cmd.register, pagelevel_cmd.register,
-    ):
-        register(sub)
+    wanted = [COMMANDS[command]] if command is not None else COMMANDS.values()
+    for module, function in dict.fromkeys(wanted):
+        getattr(importlib.import_module(f".{module}", __package__), function)(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
