@@ -332,17 +332,44 @@ def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
     assert len(calls) == 2 and not work.exists()
 
 
-def test_jobs_that_cannot_work_are_refused_or_one() -> None:
+def _sized(path: Path, size: int) -> str:
+    with open(path, "wb") as fh:
+        fh.truncate(size)  # sparse: the size without the bytes
+    return str(path)
+
+
+def test_jobs_that_cannot_work_are_refused_or_one(tmp_path: Path) -> None:
+    big = _sized(tmp_path / "a.jsonl", parallel.SMALL_INPUT_BYTES)
     assert resolve_jobs(None, ["-"]) == 1
-    assert resolve_jobs(None, ["a.jsonl"]) == len(os.sched_getaffinity(0))
-    assert resolve_jobs(3, ["a.jsonl"]) == 3
-    for asked, inputs in ((2, ["-"]), (0, ["a.jsonl"])):
+    assert resolve_jobs(None, [big]) == len(os.sched_getaffinity(0))
+    assert resolve_jobs(3, [big]) == 3
+    for asked, inputs in ((2, ["-"]), (0, [big])):
         with pytest.raises(ConfigError):
             resolve_jobs(asked, inputs)
     # Whole-host expiry counts the state's pages across hosts: one job, or a refusal.
-    assert resolve_jobs(None, ["a.jsonl"], host_expiry=True) == 1
+    assert resolve_jobs(None, [big], host_expiry=True) == 1
     with pytest.raises(ConfigError, match="expiry"):
-        resolve_jobs(2, ["a.jsonl"], host_expiry=True)
+        resolve_jobs(2, [big], host_expiry=True)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every run is one job")
+def test_small_inputs_run_in_one_job_unless_asked(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    limit = parallel.SMALL_INPUT_BYTES
+    small = _sized(tmp_path / "small.jsonl", limit - 1)
+    assert resolve_jobs(None, [small]) == 1
+    assert resolve_jobs(2, [small]) == 2
+    assert resolve_jobs(None, [small, _sized(tmp_path / "b.warc", 1)]) == cores  # the inputs add up
+    assert resolve_jobs(None, [str(tmp_path / "missing.jsonl")]) == 1  # the reader tells what is wrong
+    # gzip counts as the JSONL or WARC it inflates to, about five times its size.
+    assert resolve_jobs(None, [_sized(tmp_path / "c.jsonl.gz", -(-limit // 5))]) == cores
+    assert resolve_jobs(None, [_sized(tmp_path / "d.warc.gz", limit // 5 - 1)]) == 1
+    folder = tmp_path / "pages"
+    (folder / "sub").mkdir(parents=True)
+    _sized(folder / "a.html", limit // 2)
+    assert resolve_jobs(None, [str(folder)]) == 1
+    _sized(folder / "sub" / "b.html", limit // 2)
+    assert resolve_jobs(None, [str(folder)]) == cores
 
 
 def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
