@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml setup.py worker/engine/page/_walk.pyx worker/engine/pag
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[stream,broker,report,parquet,dev]'
+	@# The editable install leaves the package's bytecode to the first import, which writes
+	@# none where PYTHONDONTWRITEBYTECODE is set: every process would compile it again.
+	$(BIN)/python -m compileall -q $(CURDIR)/worker
 	touch $(STAMP)
 
 setup: $(STAMP)
