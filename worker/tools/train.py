@@ -223,16 +223,21 @@ def fit_logistic(
     """L2-regularised weighted logistic regression by Newton's method (IRLS), in numpy.
 
     Features are standardised first (the bias column is left alone and not penalised).
+    A column constant over the training blocks is another intercept (`has_text`: every
+    labelled block has text): it gets no weight, the bias alone is the intercept. Fitted
+    beside it, the two split one weight between them as rounding fell (a singular Hessian),
+    and the split moved with the machine's BLAS kernel.
     """
     mean = X.mean(axis=0)
     scale = X.std(axis=0)
     const = scale < 1e-9
     mean[const] = 0.0
     scale[const] = 1.0
-    Z = (X - mean) / scale
+    fitted = ~const
+    fitted[FEATURE_NAMES.index("bias")] = True
+    Z = (X[:, fitted] - mean[fitted]) / scale[fitted]
     d = Z.shape[1]
-    penalty = np.full(d, float(l2))
-    penalty[const] = 0.0  # the bias (and any constant column) is not shrunk
+    penalty = np.where(const[fitted], 0.0, float(l2))  # the bias is not shrunk
     penalty *= w.sum() / max(len(w), 1)
     beta = np.zeros(d)
     for _ in range(iterations):
@@ -243,4 +248,6 @@ def fit_logistic(
         beta -= step
         if float(np.abs(step).max()) < 1e-7:
             break
-    return PageLevelModel(FEATURE_NAMES, mean, scale, beta)
+    coef = np.zeros(len(fitted))
+    coef[fitted] = beta
+    return PageLevelModel(FEATURE_NAMES, mean, scale, coef)

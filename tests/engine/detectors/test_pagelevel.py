@@ -191,6 +191,22 @@ def test_training_learns_from_site_level_labels() -> None:
     assert accuracy > 0.9
 
 
+
+def test_a_column_constant_over_the_training_set_leaves_the_intercept_to_the_bias() -> None:
+    # Every labelled block has text, so `has_text` is 1 throughout, as the bias is: fitted
+    # beside it, the two split one weight as rounding fell (the BLAS kernel decided).
+    sites = interleave(*(make_site(f"c{i}.example", 6, seed=i, layout=lay) for i, lay in enumerate(["blog", "docs"])))
+    X, y, w, _ = collect((sp.page for sp in sites), SP, LabelParams(), RegionParams())
+    has_text, bias = FEATURE_NAMES.index("has_text"), FEATURE_NAMES.index("bias")
+    assert (X[:, has_text] == 1.0).all()
+    model = fit_logistic(X, y, w, l2=1.0)
+    assert model.coef[has_text] == 0.0 and model.coef[bias] != 0.0
+    # The fit does not depend on that column's value: the same weights with it at 3.
+    X3 = X.copy()
+    X3[:, has_text] = 3.0
+    other = fit_logistic(X3, y, w, l2=1.0)
+    assert other.coef.tobytes() == model.coef.tobytes()
+
 def test_train_command_writes_a_usable_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sites = interleave(
         make_site("t1.example", 6, seed=1, layout="blog"), make_site("t2.example", 6, seed=2, layout="news")
