@@ -367,6 +367,7 @@ def test_small_inputs_run_in_one_job_unless_asked(tmp_path: Path) -> None:
     folder = tmp_path / "pages"
     (folder / "sub").mkdir(parents=True)
     _sized(folder / "a.html", limit // 2)
+    _sized(folder / "crawl.warc", limit)  # not read from a folder: not counted
     assert resolve_jobs(None, [str(folder)]) == 1
     _sized(folder / "sub" / "b.html", limit // 2)
     assert resolve_jobs(None, [str(folder)]) == cores

@@ -65,7 +65,7 @@ from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams
 from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
-from .io.sources import Undecoded, decode_record, iter_inputs
+from .io.sources import Undecoded, decode_record, html_files, iter_inputs
 from .state.base import SegmentStore
 from .state.expiry import ExpiryPolicy
 from .state.memory import MemoryStore
@@ -114,8 +114,8 @@ _INFLATE = 5  # the crawl's pages.jsonl.gz: 40 MB of gzip, 212 MB of JSONL
 
 def input_bytes(inputs: Sequence[str], limit: int) -> int:
     """The inputs' size, gzip files at _INFLATE times theirs, counted up to `limit` (a
-    folder's files are summed only until it is reached); what cannot be read counts 0
-    (the reader says why)."""
+    folder's HTML files, the ones read, are summed only until it is reached); what cannot
+    be read counts 0 (the reader says why)."""
     total = 0
 
     def add(path: str) -> None:
@@ -128,11 +128,10 @@ def input_bytes(inputs: Sequence[str], limit: int) -> int:
 
     for name in inputs:
         if os.path.isdir(name):
-            for dirpath, _dirs, files in os.walk(name):
-                for file in files:
-                    add(os.path.join(dirpath, file))
-                    if total >= limit:
-                        return total
+            for file in html_files(Path(name)):
+                add(str(file))
+                if total >= limit:
+                    return total
         else:
             add(name)
         if total >= limit:

@@ -313,6 +313,30 @@ def test_folder_walk_is_sorted_and_recursive_with_folder_host(tmp_path: Path) ->
     assert estimate_total([root]) == 5
 
 
+def test_a_folder_without_html_says_so_and_names_its_crawl_files(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "segments"
+    (root / "day2").mkdir(parents=True)
+    write_jsonl([make_page()], root / "day2" / "b.jsonl")
+    write_warc(root / "a.warc.gz", [warc_record("https://w.example/", b"<p>x</p>")])
+    (root / "notes.txt").write_text("x")
+    with caplog.at_level("WARNING", logger="detemplate.io.sources"):
+        assert list(iter_inputs([root])) == []
+    message = caplog.records[-1].getMessage()
+    assert "no .html or .htm files, but 2 WARC or JSONL file(s)" in message
+    assert f"such as {root / 'a.warc.gz'}" in message and f"{root / '*.warc.gz'}" in message
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="detemplate.io.sources"):
+        assert list(iter_inputs([tmp_path / "segments" / "day2"])) == []
+        (root / "day2" / "p.html").write_text("<p>a page</p>")
+        assert len(list(iter_inputs([root]))) == 1
+    assert [r.getMessage().split(": ")[0] for r in caplog.records] == [
+        f"folder {root / 'day2'} holds no .html or .htm files, but 1 WARC or JSONL file(s), such as "
+        f"{root / 'day2' / 'b.jsonl'}"
+    ]
+
+
 def test_folder_files_are_decoded_by_meta_and_fallback(tmp_path: Path) -> None:
     root = tmp_path / "site"
     root.mkdir()

@@ -51,6 +51,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
 import re
 import sys
@@ -75,6 +76,8 @@ STDIN = "-"
 _JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _WARC_SUFFIXES = (".warc", ".arc")
 _HTML_SUFFIXES = (".html", ".htm")
+logger = logging.getLogger(__name__)
+
 _COUNT_BYTES = 64 << 20  # estimate_total reads at most this much of a plain JSONL file
 DEFAULT_MAX_PAGE_BYTES = SegmentParams().max_page_bytes
 # A JSONL line carries a page JSON-escaped: up to 6 bytes a character for text escaped as
@@ -249,7 +252,7 @@ def estimate_total(paths: Sequence[str | Path]) -> int | None:
         path = Path(raw)
         kind = input_kind(path)
         if kind == "dir":
-            total += sum(1 for _ in _walk_html(path))
+            total += sum(1 for _ in html_files(path))
         elif kind == "html":
             total += 1
         elif kind == "jsonl" and not _is_gzip(path):
@@ -283,7 +286,9 @@ def _is_gzip(path: Path) -> bool:
 # -- folders of HTML ---------------------------------------------------------------------
 
 
-def _walk_html(root: Path) -> Iterator[Path]:
+def html_files(root: Path) -> Iterator[Path]:
+    """The files a folder input is read for (.html and .htm, hidden ones left out), in the
+    order they are read."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         base = Path(dirpath)
@@ -294,8 +299,34 @@ def _walk_html(root: Path) -> Iterator[Path]:
 
 def _iter_dir(root: Path, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
     host = root.resolve().name.lower()
-    for path in _walk_html(root):
+    found = False
+    for path in html_files(root):
+        found = True
         yield _html_file(path, host, max_page_bytes)
+    if not found:
+        _warn_no_html(root)
+
+
+def _warn_no_html(root: Path) -> None:
+    """A folder input without HTML files: say so, and name the crawl files it holds, which
+    are read when given as inputs themselves (a folder is read for its HTML files only)."""
+    crawls = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            bare = name.lower().removesuffix(".gz")
+            if not name.startswith(".") and bare.endswith(_JSONL_SUFFIXES + _WARC_SUFFIXES):
+                crawls.append(os.path.join(dirpath, name))
+    if not crawls:
+        logger.warning("folder %s holds no .html or .htm files: no pages read from it", root)
+        return
+    first = Path(crawls[0])
+    pattern = first.parent / ("*" + first.name[first.name.find(".") :])
+    logger.warning(
+        "folder %s holds no .html or .htm files, but %d WARC or JSONL file(s), such as %s: a folder is read "
+        "for its HTML files; give those files as inputs themselves (for example %s)",
+        root, len(crawls), first, pattern,
+    )
 
 
 def _html_file(path: Path, host: str, max_page_bytes: int) -> RawPage | DeadPage:
