@@ -5,11 +5,12 @@
 
 The crawl has no gold, but a documentation generator puts a page's own content in an element
 of its own (Sphinx's `div[role=main]`, rustdoc's `#main-content`, Doxygen's `div.contents`,
-...): its text is an approximate gold, which counts what the element holds (a local table of
-contents, a breadcrumb inside it) as content and what lies outside it as template. For every
+...): its text (without scripts, styles and MathML) is an approximate gold, which counts what the
+element holds (a local table of contents, a breadcrumb inside it) as content and what lies
+outside it as template. For every
 page of a host whose generator (`sources.json`) is in `SELECTORS` and that has the element,
-the script scores the output's `text` and all of the page's block text (keeping everything)
-against that element's text, with the corpora's metric (tokens, P/R/F1 per page, mean over the
+the script scores the output's `text` and all of the page's body text (keeping everything:
+`detemplate eval`'s fulltext baseline, from the page's HTML) against that element's text, with the corpora's metric (tokens, P/R/F1 per page, mean over the
 host's pages), and prints each host's F1 beside keeping all, and the hosts where the output
 is under keeping all: a run that removes real content on sites nobody chose anything on. A
 last line does the same for the hosts' first pages alone (`page_no` 1: a crawl's home pages,
@@ -30,7 +31,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from detemplate.tools.evaluate import page_prf, read_jsonl, tokens
+from detemplate.tools.evaluate import fulltext, page_prf, read_jsonl, tokens
 from selectolax.lexbor import LexborHTMLParser
 
 # generator (as sources.json names it) -> its content element, the first selector that matches
@@ -54,7 +55,10 @@ SELECTORS: dict[str, tuple[str, ...]] = {
 
 def element_text(html: str, selectors: tuple[str, ...]) -> str | None:
     tree = LexborHTMLParser(html)
-    for node in tree.css("script, style, noscript"):
+    # MathML too: KaTeX and MathJax pages carry each formula three times, twice where a reader
+    # does not see it (the MathML for screen readers and its TeX annotation): a gold that
+    # counted those would count every symbol of a formula three times.
+    for node in tree.css("script, style, noscript, math"):
         node.decompose()
     for selector in selectors:
         node = tree.css_first(selector)
@@ -72,6 +76,7 @@ def main() -> int:
     sources = json.loads((args.crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
     generator = {s["host"]: s["generator"] for s in sources}
     gold: dict[str, Counter[str]] = {}
+    body: dict[str, Counter[str]] = {}  # all of the page's body text: keeping everything
     for page in read_jsonl(args.crawl / "pages.jsonl.gz"):
         selectors = SELECTORS.get(generator.get(page["host"], ""))
         if selectors is None:
@@ -79,15 +84,16 @@ def main() -> int:
         text = element_text(page["html"], selectors)
         if text is not None and (counts := tokens(text)):
             gold[page["url"]] = counts
+            body[page["url"]] = tokens(fulltext(page["html"]))
     ours: dict[str, list[float]] = defaultdict(list)
     whole: dict[str, list[float]] = defaultdict(list)
     first: list[tuple[float, float]] = []  # (ours, whole) of each host's first page
     for record in read_jsonl(args.output):
         counts = gold.get(record.get("url", ""))
-        if counts is None or "blocks" not in record:
+        if counts is None:
             continue
         kept = page_prf(tokens(record["text"]), counts)[2]
-        everything = page_prf(tokens(" ".join(b["text"] for b in record["blocks"])), counts)[2]
+        everything = page_prf(body[record["url"]], counts)[2]
         ours[record["host"]].append(kept)
         whole[record["host"]].append(everything)
         if record.get("page_no") == 1:
