@@ -5,17 +5,17 @@
 
 The crawl has no gold, but a documentation generator puts a page's own content in an element
 of its own (Sphinx's `div[role=main]`, rustdoc's `#main-content`, Doxygen's `div.contents`,
-...): its text (without scripts, styles and MathML) is an approximate gold, which counts what the
-element holds (a local table of contents, a breadcrumb inside it) as content and what lies
-outside it as template. For every
-page of a host whose generator (`sources.json`) is in `SELECTORS` and that has the element,
-the script scores the output's `text` and all of the page's body text (keeping everything:
-`detemplate eval`'s fulltext baseline, from the page's HTML) against that element's text, with the corpora's metric (tokens, P/R/F1 per page, mean over the
-host's pages), and prints each host's F1 beside keeping all, and the hosts where the output
-is under keeping all: a run that removes real content on sites nobody chose anything on. A
-last line does the same for the hosts' first pages alone (`page_no` 1: a crawl's home pages,
-which the page-level model judges alone), and counts those more than 0.05 under the page
-whole.
+...): its text (without scripts, styles and MathML) is an approximate gold, which counts
+what the element holds (a local table of contents, a breadcrumb inside it) as content and
+what lies outside it as template. For every page of a host whose generator (`sources.json`)
+is in `SELECTORS` and that has the element, the script scores the output's `text` and all of
+the page's body text (keeping everything: `detemplate eval`'s fulltext baseline, from the
+page's HTML) against that element's text, with the corpora's metric (tokens, P/R/F1 per
+page, mean over the host's pages), and prints each host's F1 beside keeping all, and the
+hosts where the output is under keeping all: a run that removes real content on sites
+nobody chose anything on. A last line does the same for the hosts' first pages alone
+(`page_no` 1: a crawl's home pages, which the page-level model judges alone), and counts
+those more than 0.05 under the page whole.
 
 A diagnostic, not a gold: blog generators (Hugo, Hexo, Pelican, ...) have no such element and
 are left out, and an element's extent is the generator's, not a reader's. Prints figures;
