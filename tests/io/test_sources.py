@@ -319,13 +319,13 @@ def test_a_folder_without_html_says_so_and_names_its_crawl_files(
     root = tmp_path / "segments"
     (root / "day2").mkdir(parents=True)
     write_jsonl([make_page()], root / "day2" / "b.jsonl")
-    write_warc(root / "a.warc.gz", [warc_record("https://w.example/", b"<p>x</p>")])
+    write_warc(root / "a.2024.warc.gz", [warc_record("https://w.example/", b"<p>x</p>")])
     (root / "notes.txt").write_text("x")
     with caplog.at_level("WARNING", logger="detemplate.io.sources"):
         assert list(iter_inputs([root])) == []
     message = caplog.records[-1].getMessage()
     assert "no .html or .htm files, but 2 WARC or JSONL file(s)" in message
-    assert f"such as {root / 'a.warc.gz'}" in message and f"{root / '*.warc.gz'}" in message
+    assert f"such as {root / 'a.2024.warc.gz'}" in message and f"{root / '*.warc.gz'}" in message
     caplog.clear()
     with caplog.at_level("WARNING", logger="detemplate.io.sources"):
         assert list(iter_inputs([tmp_path / "segments" / "day2"])) == []

@@ -310,18 +310,20 @@ def _iter_dir(root: Path, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
 def _warn_no_html(root: Path) -> None:
     """A folder input without HTML files: say so, and name the crawl files it holds, which
     are read when given as inputs themselves (a folder is read for its HTML files only)."""
-    crawls = []
+    crawls: list[tuple[str, str]] = []  # (path, its type's suffix)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            bare = name.lower().removesuffix(".gz")
-            if not name.startswith(".") and bare.endswith(_JSONL_SUFFIXES + _WARC_SUFFIXES):
-                crawls.append(os.path.join(dirpath, name))
+            lower = name.lower()
+            gz = ".gz" if lower.endswith(".gz") else ""
+            kind = next((s for s in _JSONL_SUFFIXES + _WARC_SUFFIXES if lower.endswith(s + gz)), None)
+            if kind is not None and not name.startswith("."):
+                crawls.append((os.path.join(dirpath, name), name[len(name) - len(kind + gz) :]))
     if not crawls:
         logger.warning("folder %s holds no .html or .htm files: no pages read from it", root)
         return
-    first = Path(crawls[0])
-    pattern = first.parent / ("*" + first.name[first.name.find(".") :])
+    first, suffix = crawls[0]
+    pattern = Path(first).parent / ("*" + suffix)
     logger.warning(
         "folder %s holds no .html or .htm files, but %d WARC or JSONL file(s), such as %s: a folder is read "
         "for its HTML files; give those files as inputs themselves (for example %s)",
