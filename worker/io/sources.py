@@ -286,15 +286,19 @@ def _is_gzip(path: Path) -> bool:
 # -- folders of HTML ---------------------------------------------------------------------
 
 
-def html_files(root: Path) -> Iterator[Path]:
-    """The files a folder input is read for (.html and .htm, hidden ones left out), in the
-    order they are read."""
+def _visible_files(root: Path) -> Iterator[Path]:
+    """A folder's files, hidden ones and hidden folders left out, sorted folder by folder."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         base = Path(dirpath)
         for name in sorted(filenames):
-            if not name.startswith(".") and name.lower().endswith(_HTML_SUFFIXES):
+            if not name.startswith("."):
                 yield base / name
+
+
+def html_files(root: Path) -> Iterator[Path]:
+    """The files a folder input is read for (.html and .htm), in the order they are read."""
+    return (path for path in _visible_files(root) if path.name.lower().endswith(_HTML_SUFFIXES))
 
 
 def _iter_dir(root: Path, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
@@ -310,20 +314,18 @@ def _iter_dir(root: Path, max_page_bytes: int) -> Iterator[RawPage | DeadPage]:
 def _warn_no_html(root: Path) -> None:
     """A folder input without HTML files: say so, and name the crawl files it holds, which
     are read when given as inputs themselves (a folder is read for its HTML files only)."""
-    crawls: list[tuple[str, str]] = []  # (path, its type's suffix)
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            lower = name.lower()
-            gz = ".gz" if lower.endswith(".gz") else ""
-            kind = next((s for s in _JSONL_SUFFIXES + _WARC_SUFFIXES if lower.endswith(s + gz)), None)
-            if kind is not None and not name.startswith("."):
-                crawls.append((os.path.join(dirpath, name), name[len(name) - len(kind + gz) :]))
+    crawls: list[tuple[Path, str]] = []  # (path, its type's suffix)
+    for path in _visible_files(root):
+        name = path.name
+        gz = ".gz" if name.lower().endswith(".gz") else ""
+        kind = next((s for s in _JSONL_SUFFIXES + _WARC_SUFFIXES if name.lower().endswith(s + gz)), None)
+        if kind is not None:
+            crawls.append((path, name[len(name) - len(kind + gz) :]))
     if not crawls:
         logger.warning("folder %s holds no .html or .htm files: no pages read from it", root)
         return
     first, suffix = crawls[0]
-    pattern = Path(first).parent / ("*" + suffix)
+    pattern = first.parent / ("*" + suffix)
     logger.warning(
         "folder %s holds no .html or .htm files, but %d WARC or JSONL file(s), such as %s: a folder is read "
         "for its HTML files; give those files as inputs themselves (for example %s)",

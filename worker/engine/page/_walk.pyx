@@ -347,6 +347,12 @@ cdef inline Py_ssize_t _bisect_left(const sorted_t *a, Py_ssize_t lo, Py_ssize_t
     return lo
 
 
+cdef inline bint _in_sorted(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
+    """Whether x is among the ascending a[:n] (the packed words of a set: stopwords, tags)."""
+    cdef Py_ssize_t lo = _bisect_left(a, 0, n, x)
+    return lo < n and a[lo] == x
+
+
 def _pack(bytes word):
     """An ASCII word of up to 8 bytes as one integer (little-endian)."""
     return int.from_bytes(word, "little")
@@ -1087,7 +1093,7 @@ cdef class Walker:
         by Python and looked up in the set; the marks as for an ASCII text (`_copyright_mark`)."""
         cdef int kind = PyUnicode_KIND(text)
         cdef void *data = PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start
         cdef unsigned long long word
         cdef unsigned int c
         cdef double stop = 0
@@ -1116,10 +1122,8 @@ cdef class Walker:
                         word |= (<unsigned long long>c) << (8 * (i - start))
                 i += 1
             if ascii:
-                if packable and i - start <= 8:
-                    lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
-                    if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
-                        stop += 1
+                if packable and i - start <= 8 and _in_sorted(self.stop_ascii, self.n_stop_ascii, word):
+                    stop += 1
             elif PyUnicode_Substring(text, start, i).lower() in self.stopwords:
                 stop += 1
         out[8] = 1.0 if _copyright_mark(kind, data, n) else 0.0
@@ -1129,7 +1133,7 @@ cdef class Walker:
     cdef void _ascii_words(self, str text, double *out) noexcept:
         """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
         cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start, lo
+        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start
         cdef unsigned long long word
         cdef unsigned char c
         cdef double stop = 0
@@ -1150,10 +1154,8 @@ cdef class Walker:
                 if i - start < 8:
                     word |= (<unsigned long long>c) << (8 * (i - start))
                 i += 1
-            if packable and 0 < i - start <= 8:
-                lo = _bisect_left(self.stop_ascii, 0, self.n_stop_ascii, word)
-                if lo < self.n_stop_ascii and self.stop_ascii[lo] == word:
-                    stop += 1
+            if packable and 0 < i - start <= 8 and _in_sorted(self.stop_ascii, self.n_stop_ascii, word):
+                stop += 1
         mark = _copyright_mark(1, <void *>s, n)
         out[8] = 1.0 if mark else 0.0
         out[9] = stop
@@ -2008,7 +2010,7 @@ def nesting_estimate(str html, frozenset not_nesting):
     cdef bint close
     cdef unsigned long long word
     cdef unsigned long long packed[64]
-    cdef Py_ssize_t n_packed = 0, lo
+    cdef Py_ssize_t n_packed = 0
     cdef unsigned char lower
     values = _NOT_NESTING_PACKED.get(not_nesting)
     if values is None:
@@ -2042,10 +2044,8 @@ def nesting_estimate(str html, frozenset not_nesting):
                 word |= (<unsigned long long>lower) << (8 * (m - j))
             m += 1
         i = m
-        if m - j <= 8:
-            lo = _bisect_left(packed, 0, n_packed, word)
-            if lo < n_packed and packed[lo] == word:
-                continue
+        if m - j <= 8 and _in_sorted(packed, n_packed, word):
+            continue
         if close:
             if depth:
                 depth -= 1
