@@ -549,3 +549,51 @@ def test_a_link_list_and_a_labelled_notice_beside_the_region_stay_template() -> 
     assert last["Story number 19"][0] == CONTENT
     assert last["Corrections are welcome by mail"][0] == TEMPLATE
     assert all(v[0] == TEMPLATE for t, v in last.items() if t.endswith(".") and len(t.split()) == 5)
+
+
+def _first_page_ballot(html: str, link_score: float = 0.9) -> Ballot:
+    """A host's first page whose model scores every link block `link_score`, the rest 0."""
+    cues = walk(parse(html, PARAMS.segment), PARAMS.segment)
+    ballot = Ballot(PARAMS, cues.blocks, 1, cues)
+    ballot.scores = np.array([link_score if 2 * cues.achars[n] >= cues.chars[n] else 0.0 for n in cues.node_of_block])
+    return ballot
+
+
+def _home_page(intro: str, items: int) -> str:
+    toc = "".join(f"<li><a href='/p{i}.html'>Chapter number {i} of the guide</a><ul><li><a href='/p{i}a.html'>"
+                  f"Its first section</a></li></ul></li>" for i in range(items))
+    return (f"<html><body><nav><a href='/'>Home</a> <a href='/about'>About</a></nav><div class='body'><section>"
+            f"<h1>Welcome</h1><p>{intro}</p><div class='toctree'><ul>{toc}</ul></div></section></div></body></html>")
+
+
+def test_a_first_page_whose_main_element_is_mostly_links_keeps_it_whole() -> None:
+    # A documentation home page: an introduction, then the site's table of contents inside
+    # the same element. The model alone would take the lists for navigation.
+    intro = ("Welcome to the user documentation of the project. It explains how to install it, how to run it "
+             "from the command line and from a program, and how each of its parts works, with worked examples of each.")
+    ballot = _first_page_ballot(_home_page(intro, 8))
+    decided = decide_blocks(ballot, PARAMS)
+    texts = [ballot.cues.text[n] for n in ballot.cues.node_of_block]
+    kept = {t for t, template in zip(texts, decided.template, strict=True) if not template}
+    assert "Home About" not in kept  # outside the main element: the model's verdict stands
+    assert any(t.startswith("Welcome") for t in kept)
+    assert {"Chapter number 3 of the guide", "Its first section"} <= kept
+    assert set(decided.method) == {"pagelevel"}
+    # The guard's share is the later pages' (`max_removed_share`): at 1.0 nothing is kept for it.
+    never = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, max_removed_share=1.0))
+    decided = decide_blocks(ballot, never)
+    assert not any(t for t, template in zip(texts, decided.template, strict=True)
+                   if not template and t.startswith("Chapter"))
+
+
+def test_a_first_page_whose_main_element_is_mostly_text_keeps_the_models_removals() -> None:
+    # An article with a short list of links inside its element: the list is a small part of
+    # the element's text, so the model's verdict on it stands.
+    rng = random.Random(3)
+    article = " ".join(sentence(rng) for _ in range(12))
+    ballot = _first_page_ballot(_home_page(article, 2))
+    decided = decide_blocks(ballot, PARAMS)
+    texts = [ballot.cues.text[n] for n in ballot.cues.node_of_block]
+    removed = {t for t, template in zip(texts, decided.template, strict=True) if template}
+    assert {"Home About", "Chapter number 1 of the guide", "Its first section"} <= removed
+    assert not any(t.startswith("Welcome") for t in removed)

@@ -103,3 +103,17 @@ def test_settings_are_the_grids_product() -> None:
     assert params == dataclasses.replace(
         EngineParams(), pagelevel=dataclasses.replace(EngineParams().pagelevel, threshold=0.3)
     )
+
+
+def test_the_first_pages_are_replayed_at_the_warm_grids_index_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A first page's index guard reads pagelevel.max_removed_share, a parameter of the warm
+    # grid: the first pages are replayed at the grid's value, and a grid of two values, which
+    # the separate choice of the two parts could not honour, is refused.
+    params = EngineParams()
+    monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.max_removed_share": (0.7,)})
+    assert loco.cold_params(params).pagelevel.max_removed_share == 0.7
+    monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.inner_threshold": (0.1,)})
+    assert loco.cold_params(params) == params
+    monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.max_removed_share": (0.5, 0.8)})
+    with pytest.raises(ValueError, match="max_removed_share"):
+        loco.run_loco([], params)

@@ -41,7 +41,11 @@ ratio times the page's text level at `pagelevel.cold_quantile`, kept between
 `pagelevel.cold_floor` and `threshold`); unless at its lowest threshold it would remove
 more than `pagelevel.cold_max_removed_share` of the page's text or keep fewer than
 `pagelevel.cold_min_kept` characters of it (then it has misread the page, which stays
-whole: a table of contents whose every line is a link).
+whole: a table of contents whose every line is a link). Inside the page's main element
+(the element of the block with the page's most plain text, unless that is the body) its
+removals are ignored where they would take more than `pagelevel.max_removed_share` of the
+element's text, the guard of a later page's region (`keep_an_index`: a documentation home
+page, its introduction and the site's table of contents in one element).
 Without the model, a cold page is kept whole (but for the sections its markup names, below).
 The block with the page's most plain text is never template by the model.
 
@@ -158,7 +162,7 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
     if warm:
         template, method = _warm(ballot, params, chars, tally.template_chars, scores)
     else:
-        template, method = _cold(scores, chars, params.pagelevel)
+        template, method = _cold(ballot.cues, scores, chars, params.pagelevel)
     aside = aside_blocks(ballot.cues)
     for i in aside:  # such a section's blocks leave the text, whatever the other evidence said
         if not template[i]:
@@ -431,7 +435,9 @@ def cold_threshold(scores: Sequence[float], chars: list[int], plp: PageLevelPara
     return min(ceiling, max(floor, plp.cold_ratio * text_level(scores, chars, plp.cold_quantile)))
 
 
-def _cold(scores: list[float] | None, chars: list[int], plp: PageLevelParams) -> tuple[list[bool], list[str]]:
+def _cold(
+    cues: PageTree | None, scores: list[float] | None, chars: list[int], plp: PageLevelParams
+) -> tuple[list[bool], list[str]]:
     """A host's first page: the page-level model alone, or the page whole without it."""
     n = len(chars)
     if scores is None:
@@ -446,7 +452,32 @@ def _cold(scores: list[float] | None, chars: list[int], plp: PageLevelParams) ->
     else:
         threshold = cold_threshold(scores, chars, plp)
         template = [s > threshold for s in scores]
+        if cues is not None and True in template:
+            keep_an_index(cues, template, chars, plp.max_removed_share)
     return template, [METHOD_PAGELEVEL] * n
+
+
+def keep_an_index(cues: PageTree, template: list[bool], chars: list[int], share: float) -> None:
+    """A first page's main element kept whole where the model would remove more than `share`
+    of its text (in place). The main element is the element of the block with the page's most
+    plain text (page/tree.py `main_block`); a documentation home page's is its introduction
+    followed by the site's table of contents, lists of links that the model, alone on a first
+    page, reads as navigation. On later pages the content region gets the same guard, with
+    the same share (`pagelevel.max_removed_share`: a page whose content is links); a news
+    article's element, whose related links and captions are a small part of its text, keeps
+    the model's removals. A main block that is the body's own text names no element: the
+    page's guard (`cold_max_removed_share`) is the one for the whole page."""
+    nodes = cues.node_of_block  # in document order, as the nodes are numbered
+    if not nodes:
+        return
+    main = nodes[main_block(cues)]
+    if cues.tag[main] in _PAGE_TAGS:
+        return  # the page itself: its guard is `cold_max_removed_share`'s
+    lo, hi = bisect_left(nodes, main), bisect_left(nodes, cues.end[main])
+    inside = chars[lo:hi]
+    removed = sum([c for c, t in zip(inside, template[lo:hi], strict=True) if t])
+    if removed > share * sum(inside):
+        template[lo:hi] = [False] * (hi - lo)
 
 
 def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, aside: dict[int, str]) -> list[str]:

@@ -64,7 +64,7 @@ WARM_GRID: dict[str, tuple[float, ...]] = {
     "pagelevel.region_quantile": (0.7, 0.8),
     "pagelevel.outer_threshold": (0.1,),
     "pagelevel.outer_ratio": (0.0, 3.0, 10.0, 30.0),
-    "pagelevel.max_removed_share": (0.5,),
+    "pagelevel.max_removed_share": (0.5,),  # read by a first page's index guard too: `cold_params`
 }
 
 _TOKEN = re.compile(r"\w+")
@@ -240,6 +240,20 @@ class Replays:
         return out
 
 
+def cold_params(params: EngineParams) -> EngineParams:
+    """The parameters a host's first pages are replayed under: `params`, with `WARM_GRID`'s
+    value of `pagelevel.max_removed_share` where it sets one. A first page's index guard reads
+    that share too (engine/decision.py `keep_an_index`), so the two parts, chosen apart, must
+    agree on it: the warm grid may hold one value of it only."""
+    shared = WARM_GRID.get("pagelevel.max_removed_share")
+    if shared is None:
+        return params
+    if len(shared) != 1:
+        raise ValueError("WARM_GRID may hold one value of pagelevel.max_removed_share: a host's first page reads it "
+                         "too, and the first pages are replayed apart from the others")
+    return apply(params, (("pagelevel.max_removed_share", shared[0]),))
+
+
 def run_loco(
     corpora: Sequence[tuple[str, Sequence[Any], dict[str, str]]], params: EngineParams, progress: Any = None
 ) -> Replays:
@@ -249,6 +263,7 @@ def run_loco(
     cold: dict[str, Sums] = {}
     warm: dict[Setting, dict[str, Sums]] = {}
     pages: dict[str, int] = {}
+    first = cold_params(params)
     for evidence in settings(EVIDENCE):
         variant = apply(params, evidence)
         warm[evidence] = {}
@@ -256,7 +271,7 @@ def run_loco(
             records = record_corpus(name, corpus_pages, gold, variant)
             pages[name] = records.pages
             if name not in cold:
-                cold[name] = replay(records.cold, params, cold_grid)
+                cold[name] = replay(records.cold, first, cold_grid)
             warm[evidence][name] = replay(records.warm, params, warm_grid)
             if progress is not None:
                 progress(name, evidence)
