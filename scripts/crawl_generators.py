@@ -1,7 +1,7 @@
 """Approximate gold on an unlabelled crawl: each generator's content element, host by host.
 
     detemplate run ../shared/crawl/pages.jsonl.gz -o out.jsonl
-    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10]
+    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10] [--first]
 
 The crawl has no gold, but a documentation generator puts a page's own content in an element
 of its own (Sphinx's `div[role=main]`, rustdoc's `#main-content`, Doxygen's `div.contents`,
@@ -15,7 +15,8 @@ page, mean over the host's pages), and prints each host's F1 beside keeping all,
 hosts where the output is under keeping all: a run that removes real content on sites
 nobody chose anything on. A last line does the same for the hosts' first pages alone
 (`page_no` 1: a crawl's home pages, which the page-level model judges alone), and counts
-those more than 0.05 under the page whole.
+those more than 0.05 under the page whole; `--first` lists those pages (P, R and F1, the
+page whole's F1, the generator and the URL), to be read page by page.
 
 A diagnostic, not a gold: blog generators (Hugo, Hexo, Pelican, ...) have no such element and
 are left out, and an element's extent is the generator's, not a reader's. Prints figures;
@@ -72,6 +73,8 @@ def main() -> int:
     ap.add_argument("crawl", type=Path, help="the crawl folder (pages.jsonl.gz and sources.json)")
     ap.add_argument("output", type=Path, help="`detemplate run`'s JSONL output on that crawl")
     ap.add_argument("--worst", type=int, default=10, help="print the hosts with the least margin (default 10)")
+    ap.add_argument("--first", action="store_true",
+                    help="list the first pages more than 0.05 under the page whole, worst first")
     args = ap.parse_args()
     sources = json.loads((args.crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
     generator = {s["host"]: s["generator"] for s in sources}
@@ -88,16 +91,20 @@ def main() -> int:
     ours: dict[str, list[float]] = defaultdict(list)
     whole: dict[str, list[float]] = defaultdict(list)
     first: list[tuple[float, float]] = []  # (ours, whole) of each host's first page
+    under_first: list[tuple[float, float, float, float, float, str, str]] = []  # margin, P, R, F1, whole, gen, url
     for record in read_jsonl(args.output):
         counts = gold.get(record.get("url", ""))
         if counts is None:
             continue
-        kept = page_prf(tokens(record["text"]), counts)[2]
+        precision, recall, kept = page_prf(tokens(record["text"]), counts)
         everything = page_prf(body[record["url"]], counts)[2]
         ours[record["host"]].append(kept)
         whole[record["host"]].append(everything)
         if record.get("page_no") == 1:
             first.append((kept, everything))
+            if kept < everything - 0.05:
+                under_first.append((kept - everything, precision, recall, kept, everything,
+                                    generator[record["host"]], record["url"]))
     if not ours:
         print("no page of a host with a known generator in the output", file=sys.stderr)
         return 1
@@ -117,6 +124,10 @@ def main() -> int:
         print(f"first pages: {len(first)}, F1 {statistics.fmean(k for k, _ in first):.3f}, the pages whole "
               f"{statistics.fmean(w for _, w in first):.3f}; more than 0.05 under the page whole: "
               f"{sum(k < w - 0.05 for k, w in first)}")
+    if args.first and under_first:
+        print(f"{'margin':>7} {'P':>5} {'R':>5} {'F1':>5} {'all':>5}  generator, first page")
+        for margin, precision, recall, kept, everything, gen, url in sorted(under_first):
+            print(f"{margin:+7.3f} {precision:5.2f} {recall:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
     return 0
 
 

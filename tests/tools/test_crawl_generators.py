@@ -92,3 +92,18 @@ def test_the_gold_leaves_out_mathml_a_reader_does_not_see(tmp_path: Path) -> Non
                     "text": f"Page {n} {CONTENT} 1", "blocks": []}) + "\n" for n in range(3)
     ), encoding="utf-8")
     assert "macro F1 1.000" in _run(crawl, out)  # the rendered "1" once, as the engine keeps it
+
+
+def test_first_lists_the_first_pages_under_the_page_whole(tmp_path: Path) -> None:
+    crawl = _crawl(tmp_path)
+    bad = _output(tmp_path, keep_content=False)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(crawl), str(bad), "--first"], capture_output=True,
+                          text=True, check=True, timeout=120)
+    listed = [line for line in done.stdout.splitlines() if line.endswith("https://docs.example/0.html")]
+    assert len(listed) == 1 and "Sphinx" in listed[0]  # page 1 only: pages 2 and 3 are no first pages
+    assert "docs.example/1.html" not in done.stdout
+    # Without --first, and on a run with no such page, nothing is listed.
+    assert "https://docs.example/0.html" not in _run(crawl, bad)
+    good = _output(tmp_path, keep_content=True)
+    assert "first page\n" not in subprocess.run([sys.executable, str(SCRIPT), str(crawl), str(good), "--first"],
+                                                capture_output=True, text=True, check=True, timeout=120).stdout
