@@ -197,6 +197,17 @@ def _kind_of(head: bytes) -> str | None:
     return None
 
 
+def _typed_suffix(name: str, suffixes: tuple[str, ...]) -> str:
+    """The end of a file name that gives its type, one of `suffixes` (any case) with ".gz"
+    after it or not, as the name spells it ("" when none does)."""
+    lowered = name.lower()
+    gz = 3 if lowered.endswith(".gz") else 0
+    for suffix in suffixes:
+        if lowered[: len(lowered) - gz].endswith(suffix):
+            return name[len(name) - len(suffix) - gz :]
+    return ""
+
+
 def input_kind(path: Path) -> str:
     """``dir``, ``html``, ``jsonl`` or ``warc`` (WARC or ARC); ConfigError for anything else."""
     if path.is_dir():
@@ -207,14 +218,12 @@ def input_kind(path: Path) -> str:
         raise ConfigError(f"input {path} does not exist")
     if not path.is_file():
         raise ConfigError(f"input {path} is not a file or folder")
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    if name.endswith(_JSONL_SUFFIXES):
+    name = path.name
+    if _typed_suffix(name, _JSONL_SUFFIXES):
         kind = "jsonl"
-    elif name.endswith(_WARC_SUFFIXES):
+    elif _typed_suffix(name, _WARC_SUFFIXES):
         kind = "warc"
-    elif name.endswith(_HTML_SUFFIXES):
+    elif _typed_suffix(name, _HTML_SUFFIXES):
         kind = "html"
     else:
         kind = _sniff(path)
@@ -316,11 +325,8 @@ def _warn_no_html(root: Path) -> None:
     are read when given as inputs themselves (a folder is read for its HTML files only)."""
     crawls: list[tuple[Path, str]] = []  # (path, its type's suffix)
     for path in _visible_files(root):
-        name = path.name
-        gz = ".gz" if name.lower().endswith(".gz") else ""
-        kind = next((s for s in _JSONL_SUFFIXES + _WARC_SUFFIXES if name.lower().endswith(s + gz)), None)
-        if kind is not None:
-            crawls.append((path, name[len(name) - len(kind + gz) :]))
+        if suffix := _typed_suffix(path.name, _JSONL_SUFFIXES + _WARC_SUFFIXES):
+            crawls.append((path, suffix))
     if not crawls:
         logger.warning("folder %s holds no .html or .htm files: no pages read from it", root)
         return

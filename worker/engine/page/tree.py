@@ -3,7 +3,7 @@ and the numeric columns the page-level model reads from it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,9 @@ class PageTree:
     container: list[int]
     stats: Any = None  # the compiled walk's text statistics (TEXT_COLUMNS per node), else computed here
     columns: Any = None  # the compiled walk's NODE_COLUMNS per node, else made from the lists
+    # `main_block`'s answer once asked (-1 before): the model, the aside sections and a first
+    # page's index guard each ask for it.
+    main: int = field(default=-1, compare=False, repr=False)
 
 
 
@@ -153,9 +156,11 @@ def main_block(page: PageTree) -> int:
     """The page's main text: the index in `page.blocks` of the block with the most plain
     (non-link) text, the first of equals (the page-level model never calls it template; a
     section around it is no comments or related section: engine/decision.py)."""
-    nodes = np.asarray(page.node_of_block, dtype=np.intp)
-    cols = node_columns(page)  # chars and achars as doubles (the compiled walk's array: no conversion)
-    return int(np.argmax(cols[nodes, 1] - cols[nodes, 2]))
+    if page.main < 0:
+        nodes = np.asarray(page.node_of_block, dtype=np.intp)
+        cols = node_columns(page)  # chars and achars as doubles (the compiled walk's array: no conversion)
+        page.main = int(np.argmax(cols[nodes, 1] - cols[nodes, 2]))
+    return page.main
 
 
 # The text statistics of each node: what the walk (compiled) or TextStats (Python) counts.
