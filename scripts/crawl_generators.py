@@ -13,14 +13,20 @@ the page's body text (keeping everything: `detemplate eval`'s fulltext baseline,
 page's HTML) against that element's text, with the corpora's metric (tokens, P/R/F1 per
 page, mean over the host's pages), and prints each host's F1 beside keeping all, and the
 hosts where the output is under keeping all: a run that removes real content on sites
-nobody chose anything on. A last line does the same for the hosts' first pages alone
+nobody chose anything on. A line does the same for the hosts' first pages alone
 (`page_no` 1: a crawl's home pages, which the page-level model judges alone), and counts
 those more than 0.05 under the page whole; `--first` lists those pages (P, R and F1, the
 page whole's F1, the generator and the URL), to be read page by page.
 
-A diagnostic, not a gold: blog generators (Hugo, Hexo, Pelican, ...) have no such element and
-are left out, and an element's extent is the generator's, not a reader's. Prints figures;
-asserts nothing.
+Blog generators (Hugo, Hexo, Pelican, ...) have no such element. On their pages with one
+`<article>`, the article's paragraphs (its `p` elements, leaving out the article's own header,
+footer, aside and nav: bylines, tags, post navigation) are text a reader would call content
+whatever else the page holds; a line gives the share of them the output kept (recall, macro
+over hosts), and `--lost` lists the pages that kept less than 90% of them. That measures what
+was removed, not what was kept: precision needs a gold these pages do not have.
+
+A diagnostic, not a gold: an element's extent is the generator's, not a reader's. Prints
+figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from detemplate.tools.evaluate import fulltext, page_prf, read_jsonl, tokens
 from selectolax.lexbor import LexborHTMLParser
 
 # generator (as sources.json names it) -> its content element, the first selector that matches
+MIN_PARAGRAPH_TOKENS = 50  # a blog page's article paragraphs scored from this many tokens on (not a list page's)
+
 SELECTORS: dict[str, tuple[str, ...]] = {
     "Sphinx": ("div[role=main]", "article[role=main]", "div.body", "main"),
     "MkDocs": ("div[role=main]", "article.md-content__inner", "div.md-content", "main"),
@@ -68,6 +76,18 @@ def element_text(html: str, selectors: tuple[str, ...]) -> str | None:
     return None
 
 
+def article_paragraphs(html: str) -> str | None:
+    """The text of the `p` elements of a page's one `<article>` (None for none or several),
+    without its header, footer, aside and nav, scripts, styles and MathML."""
+    tree = LexborHTMLParser(html)
+    articles = tree.css("article")
+    if len(articles) != 1:
+        return None
+    for node in articles[0].css("script, style, noscript, math, header, footer, aside, nav"):
+        node.decompose()
+    return " ".join(p.text(separator=" ") for p in articles[0].css("p"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("crawl", type=Path, help="the crawl folder (pages.jsonl.gz and sources.json)")
@@ -75,14 +95,20 @@ def main() -> int:
     ap.add_argument("--worst", type=int, default=10, help="print the hosts with the least margin (default 10)")
     ap.add_argument("--first", action="store_true",
                     help="list the first pages more than 0.05 under the page whole, worst first")
+    ap.add_argument("--lost", action="store_true",
+                    help="list the blog pages that kept less than 90%% of their article's paragraphs")
     args = ap.parse_args()
     sources = json.loads((args.crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
     generator = {s["host"]: s["generator"] for s in sources}
     gold: dict[str, Counter[str]] = {}
     body: dict[str, Counter[str]] = {}  # all of the page's body text: keeping everything
+    paragraphs: dict[str, Counter[str]] = {}  # a blog page's article paragraphs
     for page in read_jsonl(args.crawl / "pages.jsonl.gz"):
         selectors = SELECTORS.get(generator.get(page["host"], ""))
         if selectors is None:
+            text = article_paragraphs(page["html"])
+            if text is not None and sum((counts := tokens(text)).values()) >= MIN_PARAGRAPH_TOKENS:
+                paragraphs[page["url"]] = counts
             continue
         text = element_text(page["html"], selectors)
         if text is not None and (counts := tokens(text)):
@@ -92,9 +118,17 @@ def main() -> int:
     whole: dict[str, list[float]] = defaultdict(list)
     first: list[tuple[float, float]] = []  # (ours, whole) of each host's first page
     under_first: list[tuple[float, float, float, float, float, str, str]] = []  # margin, P, R, F1, whole, gen, url
+    kept_paragraphs: dict[str, list[float]] = defaultdict(list)
+    lost: list[tuple[float, str, str]] = []  # recall, generator, url
     for record in read_jsonl(args.output):
         counts = gold.get(record.get("url", ""))
         if counts is None:
+            if (wanted := paragraphs.get(record.get("url", ""))) is not None:
+                have = tokens(record["text"])
+                recall = sum(min(n, have[t]) for t, n in wanted.items()) / sum(wanted.values())
+                kept_paragraphs[record["host"]].append(recall)
+                if recall < 0.9:
+                    lost.append((recall, generator.get(record["host"], ""), record["url"]))
             continue
         precision, recall, kept = page_prf(tokens(record["text"]), counts)
         everything = page_prf(body[record["url"]], counts)[2]
@@ -105,25 +139,35 @@ def main() -> int:
             if kept < everything - 0.05:
                 under_first.append((kept - everything, precision, recall, kept, everything,
                                     generator[record["host"]], record["url"]))
-    if not ours:
-        print("no page of a host with a known generator in the output", file=sys.stderr)
+    if not ours and not kept_paragraphs:
+        print("no page of a host with a known generator or one article in the output", file=sys.stderr)
         return 1
     rows = sorted(
         (statistics.fmean(ours[h]) - statistics.fmean(whole[h]), statistics.fmean(ours[h]),
          statistics.fmean(whole[h]), len(ours[h]), generator[h], h)
         for h in ours
     )
-    print(f"{'margin':>7} {'F1':>6} {'all':>6} {'pages':>5}  generator, host")
-    for margin, ours_f1, whole_f1, n, gen, host in rows[: args.worst]:
-        print(f"{margin:+7.3f} {ours_f1:6.3f} {whole_f1:6.3f} {n:5d}  {gen}, {host}")
-    under = [r for r in rows if r[0] < -0.005]
-    print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 {statistics.fmean(r[1] for r in rows):.3f}, "
-          f"keeping all {statistics.fmean(r[2] for r in rows):.3f}; under keeping all (by more than 0.005): "
-          f"{len(under)} host(s)")
+    if rows:
+        print(f"{'margin':>7} {'F1':>6} {'all':>6} {'pages':>5}  generator, host")
+        for margin, ours_f1, whole_f1, n, gen, host in rows[: args.worst]:
+            print(f"{margin:+7.3f} {ours_f1:6.3f} {whole_f1:6.3f} {n:5d}  {gen}, {host}")
+        under = [r for r in rows if r[0] < -0.005]
+        print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 "
+              f"{statistics.fmean(r[1] for r in rows):.3f}, keeping all {statistics.fmean(r[2] for r in rows):.3f}; "
+              f"under keeping all (by more than 0.005): {len(under)} host(s)")
     if first:
         print(f"first pages: {len(first)}, F1 {statistics.fmean(k for k, _ in first):.3f}, the pages whole "
               f"{statistics.fmean(w for _, w in first):.3f}; more than 0.05 under the page whole: "
               f"{sum(k < w - 0.05 for k, w in first)}")
+    if kept_paragraphs:
+        print(f"blog hosts (no content element; pages with one article): {len(kept_paragraphs)} hosts, "
+              f"{sum(map(len, kept_paragraphs.values()))} pages: the article's paragraphs kept "
+              f"{statistics.fmean(statistics.fmean(v) for v in kept_paragraphs.values()):.4f} (macro recall); "
+              f"pages keeping less than 90% of them: {len(lost)}")
+    if args.lost and lost:
+        print(f"{'kept':>5}  generator, page")
+        for recall, gen, url in sorted(lost):
+            print(f"{recall:5.3f}  {gen}, {url}")
     if args.first and under_first:
         print(f"{'margin':>7} {'P':>5} {'R':>5} {'F1':>5} {'all':>5}  generator, first page")
         for margin, precision, recall, kept, everything, gen, url in sorted(under_first):

@@ -107,3 +107,38 @@ def test_first_lists_the_first_pages_under_the_page_whole(tmp_path: Path) -> Non
     good = _output(tmp_path, keep_content=True)
     assert "first page\n" not in subprocess.run([sys.executable, str(SCRIPT), str(crawl), str(good), "--first"],
                                                 capture_output=True, text=True, check=True, timeout=120).stdout
+
+
+POST = ("The river rose overnight and the ferry stayed in port, so the market opened late "
+        "and the bakers sold their bread from the quay to the people waiting for the boat. ") * 3
+
+
+def _blog(tmp: Path, kept: str) -> tuple[Path, Path]:
+    """A blog host (no content element): one post page with one article, its byline in the
+    article's header, and an output that keeps `kept` of it."""
+    crawl = tmp / "blog"
+    crawl.mkdir()
+    (crawl / "sources.json").write_text(json.dumps({"sources": [{"host": "blog.example", "generator": "Hugo"}]}),
+                                        encoding="utf-8")
+    html = ("<html><body><nav><a href='/'>Home</a></nav><article><header><h1>Floods</h1>"
+            "<p class='byline'>By Ann, 3 May</p></header>"
+            f"<p>{POST}</p><footer><p>Tags: weather</p></footer></article></body></html>")
+    with gzip.open(crawl / "pages.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps({"url": "https://blog.example/floods/", "host": "blog.example", "html": html}) + "\n")
+    out = tmp / "blog.jsonl"
+    out.write_text(json.dumps({"url": "https://blog.example/floods/", "host": "blog.example", "page_no": 1,
+                               "text": kept, "blocks": []}) + "\n", encoding="utf-8")
+    return crawl, out
+
+
+def test_a_blog_posts_article_paragraphs_are_what_must_be_kept(tmp_path: Path) -> None:
+    crawl, out = _blog(tmp_path, kept="Floods\n" + POST)  # the byline and the tags gone: nothing lost
+    report = _run(crawl, out)
+    assert "1 hosts, 1 pages: the article's paragraphs kept 1.0000" in report
+    assert "keeping less than 90% of them: 0" in report
+    (tmp_path / "third").mkdir()
+    crawl2, out2 = _blog(tmp_path / "third", kept=POST[: len(POST) // 3])  # a third of the post kept
+    done = subprocess.run([sys.executable, str(SCRIPT), str(crawl2), str(out2), "--lost"], capture_output=True,
+                          text=True, check=True, timeout=120)
+    assert "keeping less than 90% of them: 1" in done.stdout
+    assert "Hugo, https://blog.example/floods/" in done.stdout
