@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from detemplate.cli import main
+from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.tools import bench, evaluate
@@ -421,3 +422,18 @@ def test_eval_measures_and_flags_text_the_walk_loses() -> None:
     assert lossy.walk_loss() == pytest.approx(0.2)
     assert "TEXT LOST BY THE WALK: all blocks recall 0.800, the page's text 1.000" in evaluate.format_table([lossy])
     assert lossy.as_dict()["blocks"]["R"] == 0.8
+
+
+def test_bench_times_a_crawl_without_gold_where_eval_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    crawl = synthetic_corpus(tmp_path / "crawl")
+    (crawl / "gold.jsonl.gz").unlink()  # a crawl: pages, no gold
+    with pytest.raises(ConfigError, match="gold.jsonl.gz is missing"):
+        evaluate.load_corpus(crawl)
+    assert evaluate.load_corpus(crawl, gold=False).gold == ()
+    assert main(["bench", str(crawl), "--repeat", "1", "--no-others", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["speed"][0]["pages"] == 28
+    assert main(["eval", str(crawl)]) == 2  # eval needs the gold, and says so
+    assert "gold.jsonl.gz is missing" in capsys.readouterr().err

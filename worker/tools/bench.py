@@ -487,7 +487,7 @@ def format_long_host(run: LongHostRun, host: str, source: str) -> str:
 def _handle(args: argparse.Namespace) -> int:
     try:
         params = with_overrides(EngineParams(), args.param or [])
-        corpora = [load_corpus(p) for p in args.corpus_dirs]
+        corpora = [load_corpus(p, gold=False) for p in args.corpus_dirs]
         if args.repeat < 1:
             raise ConfigError("--repeat must be at least 1")
         if args.long_host is not None:
@@ -624,7 +624,8 @@ def register(subparsers: Any) -> None:
             "disk size. --long-host N shows the table size over a long run of one host."
         ),
     )
-    parser.add_argument("corpus_dirs", nargs="*", metavar="CORPUS_DIR", help="a corpus folder (pages.jsonl.gz)")
+    parser.add_argument("corpus_dirs", nargs="*", metavar="CORPUS_DIR",
+                        help="a folder with pages.jsonl.gz (a corpus, or a crawl without gold)")
     parser.add_argument("--repeat", type=int, default=5, metavar="N", help="rounds of each (default 5)")
     parser.add_argument("--long-host", type=int, metavar="N", help="feed N pages of one host; print its table size")
     parser.add_argument("--host", help="the host for --long-host (default: the corpora's largest)")

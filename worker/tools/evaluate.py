@@ -251,12 +251,14 @@ def load_pages(path: Path) -> list[RawPage]:
     return pages
 
 
-def load_corpus(path: str | Path) -> Corpus:
-    """Read a corpus folder: pages.jsonl.gz, gold.jsonl.gz, optional meta.json."""
+def load_corpus(path: str | Path, gold: bool = True) -> Corpus:
+    """Read a corpus folder: pages.jsonl.gz, gold.jsonl.gz, optional meta.json. With `gold`
+    False (what `bench` times needs no gold), a folder without gold.jsonl.gz reads as a corpus
+    with no gold pages, such as a crawl."""
     folder = Path(path)
     pages_path = folder / "pages.jsonl.gz"
     gold_path = folder / "gold.jsonl.gz"
-    for needed in (pages_path, gold_path):
+    for needed in (pages_path, gold_path) if gold or gold_path.exists() else (pages_path,):
         if not needed.is_file():
             raise ConfigError(f"{folder} is not a corpus folder: {needed.name} is missing")
     meta_path = folder / "meta.json"
@@ -265,7 +267,7 @@ def load_corpus(path: str | Path) -> Corpus:
         name=folder.resolve().name,
         path=folder,
         pages=tuple(load_pages(pages_path)),
-        gold=tuple(load_gold(gold_path)),
+        gold=tuple(load_gold(gold_path)) if gold_path.is_file() else (),
         meta=meta,
     )
 
