@@ -429,7 +429,7 @@ def test_bench_times_a_crawl_without_gold_where_eval_refuses_it(
 ) -> None:
     crawl = synthetic_corpus(tmp_path / "crawl")
     (crawl / "gold.jsonl.gz").unlink()  # a crawl: pages, no gold
-    with pytest.raises(ConfigError, match="gold.jsonl.gz is missing"):
+    with pytest.raises(ConfigError, match=r"gold\.jsonl\.gz is missing"):
         evaluate.load_corpus(crawl)
     assert evaluate.load_corpus(crawl, gold=False).gold == ()
     assert main(["bench", str(crawl), "--repeat", "1", "--no-others", "--json"]) == 0
