@@ -41,9 +41,9 @@ from pathlib import Path
 from detemplate.tools.evaluate import fulltext, page_prf, read_jsonl, tokens
 from selectolax.lexbor import LexborHTMLParser
 
-# generator (as sources.json names it) -> its content element, the first selector that matches
 MIN_PARAGRAPH_TOKENS = 50  # a blog page's article paragraphs scored from this many tokens on (not a list page's)
 
+# generator (as sources.json names it) -> its content element, the first selector that matches
 SELECTORS: dict[str, tuple[str, ...]] = {
     "Sphinx": ("div[role=main]", "article[role=main]", "div.body", "main"),
     "MkDocs": ("div[role=main]", "article.md-content__inner", "div.md-content", "main"),

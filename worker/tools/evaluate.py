@@ -258,7 +258,7 @@ def load_corpus(path: str | Path, gold: bool = True) -> Corpus:
     folder = Path(path)
     pages_path = folder / "pages.jsonl.gz"
     gold_path = folder / "gold.jsonl.gz"
-    for needed in (pages_path, gold_path) if gold or gold_path.exists() else (pages_path,):
+    for needed in (pages_path, gold_path) if gold else (pages_path,):
         if not needed.is_file():
             raise ConfigError(f"{folder} is not a corpus folder: {needed.name} is missing")
     meta_path = folder / "meta.json"
