@@ -62,12 +62,15 @@ SELECTORS: dict[str, tuple[str, ...]] = {
 }
 
 
+# What a reader does not see. MathML too: KaTeX and MathJax pages carry each formula three
+# times, twice where a reader does not see it (the MathML for screen readers and its TeX
+# annotation): a gold that counted those would count every symbol of a formula three times.
+UNSEEN = "script, style, noscript, math"
+
+
 def element_text(html: str, selectors: tuple[str, ...]) -> str | None:
     tree = LexborHTMLParser(html)
-    # MathML too: KaTeX and MathJax pages carry each formula three times, twice where a reader
-    # does not see it (the MathML for screen readers and its TeX annotation): a gold that
-    # counted those would count every symbol of a formula three times.
-    for node in tree.css("script, style, noscript, math"):
+    for node in tree.css(UNSEEN):
         node.decompose()
     for selector in selectors:
         node = tree.css_first(selector)
@@ -83,7 +86,7 @@ def article_paragraphs(html: str) -> str | None:
     articles = tree.css("article")
     if len(articles) != 1:
         return None
-    for node in articles[0].css("script, style, noscript, math, header, footer, aside, nav"):
+    for node in articles[0].css(f"{UNSEEN}, header, footer, aside, nav"):
         node.decompose()
     return " ".join(p.text(separator=" ") for p in articles[0].css("p"))
 
@@ -124,8 +127,7 @@ def main() -> int:
         counts = gold.get(record.get("url", ""))
         if counts is None:
             if (wanted := paragraphs.get(record.get("url", ""))) is not None:
-                have = tokens(record["text"])
-                recall = sum(min(n, have[t]) for t, n in wanted.items()) / sum(wanted.values())
+                recall = page_prf(tokens(record["text"]), wanted)[1]
                 kept_paragraphs[record["host"]].append(recall)
                 if recall < 0.9:
                     lost.append((recall, generator.get(record["host"], ""), record["url"]))

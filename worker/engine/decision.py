@@ -230,14 +230,14 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
         return []
     nodes = cues.node_of_block  # in document order, as the nodes are numbered
     parent, ends, tags = cues.parent, cues.end, cues.tag
-    inner_lo, inner_hi = bisect_left(nodes, first), bisect_left(nodes, end)  # the region's blocks
+    inner_lo, inner_hi = _blocks_in(nodes, first, end)  # the region's blocks
     inner = inner_hi - inner_lo
     top = first
     while True:  # the nearest element around the region that holds other blocks
         top = parent[top]
         if top < 0 or tags[top] in _PAGE_TAGS:
             return []
-        lo, hi = bisect_left(nodes, top), bisect_left(nodes, ends[top])
+        lo, hi = _blocks_in(nodes, top, ends[top])
         if hi - lo > inner:
             break
     chars, achars, links, flags, layout = cues.chars, cues.achars, cues.links, cues.flags, cues.layout
@@ -473,11 +473,17 @@ def keep_an_index(cues: PageTree, template: list[bool], chars: list[int], share:
     main = nodes[main_block(cues)]
     if cues.tag[main] in _PAGE_TAGS:
         return  # the page itself: its guard is `cold_max_removed_share`'s
-    lo, hi = bisect_left(nodes, main), bisect_left(nodes, cues.end[main])
+    lo, hi = _blocks_in(nodes, main, cues.end[main])
     inside = chars[lo:hi]
     removed = sum([c for c, t in zip(inside, template[lo:hi], strict=True) if t])
     if removed > share * sum(inside):
         template[lo:hi] = [False] * (hi - lo)
+
+
+def _blocks_in(nodes: list[int], first: int, end: int) -> tuple[int, int]:
+    """The blocks whose nodes lie in [first, end), an element's nodes, as the range lo:hi of
+    the block list (`nodes`: each block's node, in document order as the nodes are numbered)."""
+    return bisect_left(nodes, first), bisect_left(nodes, end)
 
 
 def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, aside: dict[int, str]) -> list[str]:
