@@ -1,7 +1,7 @@
 """Approximate gold on an unlabelled crawl: each generator's content element, host by host.
 
     detemplate run ../shared/crawl/pages.jsonl.gz -o out.jsonl
-    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10] [--first]
+    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10] [--first] [--lost] [--others]
 
 The crawl has no gold, but a documentation generator puts a page's own content in an element
 of its own (Sphinx's `div[role=main]`, rustdoc's `#main-content`, Doxygen's `div.contents`,
@@ -13,9 +13,9 @@ the page's body text (keeping everything: `detemplate eval`'s fulltext baseline,
 page's HTML) against that element's text, with the corpora's metric (tokens, P/R/F1 per
 page, mean over the host's pages), and prints each host's F1 beside keeping all, and the
 hosts where the output is under keeping all: a run that removes real content on sites
-nobody chose anything on. A line does the same for the hosts' first pages alone
-(`page_no` 1: a crawl's home pages, which the page-level model judges alone), and counts
-those more than 0.05 under the page whole; `--first` lists those pages (P, R and F1, the
+nobody chose anything on. A line does the same for the hosts' first pages alone (each host's
+first page in the crawl's order: its home page, which the page-level model judges alone), and
+counts those more than 0.05 under the page whole; `--first` lists those pages (P, R and F1, the
 page whole's F1, the generator and the URL), to be read page by page.
 
 Blog generators (Hugo, Hexo, Pelican, ...) have no such element. On their pages with one
@@ -25,6 +25,13 @@ whatever else the page holds; a line gives the share of them the output kept (re
 over hosts), and `--lost` lists the pages that kept less than 90% of them. That measures what
 was removed, not what was kept: precision needs a gold these pages do not have.
 
+`--others` scores resiliparse's and trafilatura's main content (where installed: `pip install
+'detemplate[bench]'`) on the same pages against the same gold, and prints a table of the
+figures above (the documentation hosts' macro F1 and the hosts under keeping all, the first
+pages' F1 and those more than 0.05 under the page whole, the blog paragraphs kept and the
+pages under 90%) for the output, keeping all and each extractor. trafilatura takes about
+four minutes on the crawl.
+
 A diagnostic, not a gold: an element's extent is the generator's, not a reader's. Prints
 figures; asserts nothing.
 """
@@ -33,10 +40,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from detemplate.tools.evaluate import fulltext, page_prf, read_jsonl, tokens
 from selectolax.lexbor import LexborHTMLParser
@@ -91,6 +102,102 @@ def article_paragraphs(html: str) -> str | None:
     return " ".join(p.text(separator=" ") for p in articles[0].css("p"))
 
 
+@dataclass
+class Scores:
+    """One output's figures: each documentation host's pages (F1 against the element, and the
+    page whole's), the first pages', the blog pages' article paragraphs kept."""
+
+    hosts: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: defaultdict(list))
+    first: list[tuple[float, float]] = field(default_factory=list)  # (F1, the page whole's) of each first page
+    under_first: list[tuple[float, float, float, float, float, str, str]] = field(default_factory=list)
+    paragraphs: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    lost: list[tuple[float, str, str]] = field(default_factory=list)  # recall, generator, url
+
+    def macro(self) -> tuple[float, float, int]:
+        """Macro F1 over the hosts, keeping all's, and the hosts more than 0.005 under keeping all."""
+        rows = [(statistics.fmean(k for k, _ in v), statistics.fmean(w for _, w in v)) for v in self.hosts.values()]
+        if not rows:
+            return float("nan"), float("nan"), 0
+        return (statistics.fmean(k for k, _ in rows), statistics.fmean(w for _, w in rows),
+                sum(k < w - 0.005 for k, w in rows))
+
+    def first_f1(self) -> float:
+        return statistics.fmean(k for k, _ in self.first) if self.first else float("nan")
+
+    def kept_paragraphs(self) -> float:
+        values = [statistics.fmean(v) for v in self.paragraphs.values()]
+        return statistics.fmean(values) if values else float("nan")
+
+
+@dataclass
+class Gold:
+    """The crawl's approximate gold: each scored page's element text or article paragraphs."""
+
+    generator: dict[str, str]
+    element: dict[str, Counter[str]] = field(default_factory=dict)  # url -> the content element's tokens
+    body: dict[str, Counter[str]] = field(default_factory=dict)  # url -> all of the page's body text
+    paragraphs: dict[str, Counter[str]] = field(default_factory=dict)  # url -> a blog page's article paragraphs
+    first_urls: set[str] = field(default_factory=set)  # each host's first page in crawl order
+    pages: list[dict[str, Any]] = field(default_factory=list)  # the scored pages (with `keep_pages`)
+
+    @classmethod
+    def read(cls, crawl: Path, keep_pages: bool = False) -> Gold:
+        sources = json.loads((crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
+        gold = cls({s["host"]: s["generator"] for s in sources})
+        seen: set[str] = set()
+        for page in read_jsonl(crawl / "pages.jsonl.gz"):
+            if page["host"] not in seen:
+                seen.add(page["host"])
+                gold.first_urls.add(page["url"])
+            selectors = SELECTORS.get(gold.generator.get(page["host"], ""))
+            if selectors is None:
+                text = article_paragraphs(page["html"])
+                if text is None or sum((counts := tokens(text)).values()) < MIN_PARAGRAPH_TOKENS:
+                    continue
+                gold.paragraphs[page["url"]] = counts
+            else:
+                text = element_text(page["html"], selectors)
+                if text is None or not (counts := tokens(text)):
+                    continue
+                gold.element[page["url"]] = counts
+                gold.body[page["url"]] = tokens(fulltext(page["html"]))
+            if keep_pages:
+                gold.pages.append(page)
+        return gold
+
+    def score(self, texts: Iterable[tuple[str, str, str | None]]) -> Scores:
+        """Scores of an output given as (url, host, kept text) of its pages."""
+        out = Scores()
+        for url, host, text in texts:
+            counts = self.element.get(url)
+            if counts is None:
+                if (wanted := self.paragraphs.get(url)) is not None:
+                    recall = page_prf(tokens(text), wanted)[1]
+                    out.paragraphs[host].append(recall)
+                    if recall < 0.9:
+                        out.lost.append((recall, self.generator.get(host, ""), url))
+                continue
+            precision, recall, kept = page_prf(tokens(text), counts)
+            everything = page_prf(self.body[url], counts)[2]
+            out.hosts[host].append((kept, everything))
+            if url in self.first_urls:
+                out.first.append((kept, everything))
+                if kept < everything - 0.05:
+                    out.under_first.append((kept - everything, precision, recall, kept, everything,
+                                            self.generator[host], url))
+        return out
+
+
+def extracted(gold: Gold, extract: Callable[[str], object]) -> Iterator[tuple[str, str, str | None]]:
+    """(url, host, text) of another extractor on the scored pages (a page it fails on keeps nothing)."""
+    for page in gold.pages:
+        try:
+            text = extract(page["html"])
+        except Exception:  # its failure is its empty output, scored as such
+            text = None
+        yield page["url"], page["host"], text if isinstance(text, str) else None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("crawl", type=Path, help="the crawl folder (pages.jsonl.gz and sources.json)")
@@ -100,81 +207,72 @@ def main() -> int:
                     help="list the first pages more than 0.05 under the page whole, worst first")
     ap.add_argument("--lost", action="store_true",
                     help="list the blog pages that kept less than 90%% of their article's paragraphs")
+    ap.add_argument("--others", action="store_true",
+                    help="score resiliparse's and trafilatura's main content on the same pages, where installed "
+                         "(trafilatura takes minutes)")
     args = ap.parse_args()
-    sources = json.loads((args.crawl / "sources.json").read_text(encoding="utf-8"))["sources"]
-    generator = {s["host"]: s["generator"] for s in sources}
-    gold: dict[str, Counter[str]] = {}
-    body: dict[str, Counter[str]] = {}  # all of the page's body text: keeping everything
-    paragraphs: dict[str, Counter[str]] = {}  # a blog page's article paragraphs
-    for page in read_jsonl(args.crawl / "pages.jsonl.gz"):
-        selectors = SELECTORS.get(generator.get(page["host"], ""))
-        if selectors is None:
-            text = article_paragraphs(page["html"])
-            if text is not None and sum((counts := tokens(text)).values()) >= MIN_PARAGRAPH_TOKENS:
-                paragraphs[page["url"]] = counts
-            continue
-        text = element_text(page["html"], selectors)
-        if text is not None and (counts := tokens(text)):
-            gold[page["url"]] = counts
-            body[page["url"]] = tokens(fulltext(page["html"]))
-    ours: dict[str, list[float]] = defaultdict(list)
-    whole: dict[str, list[float]] = defaultdict(list)
-    first: list[tuple[float, float]] = []  # (ours, whole) of each host's first page
-    under_first: list[tuple[float, float, float, float, float, str, str]] = []  # margin, P, R, F1, whole, gen, url
-    kept_paragraphs: dict[str, list[float]] = defaultdict(list)
-    lost: list[tuple[float, str, str]] = []  # recall, generator, url
-    for record in read_jsonl(args.output):
-        counts = gold.get(record.get("url", ""))
-        if counts is None:
-            if (wanted := paragraphs.get(record.get("url", ""))) is not None:
-                recall = page_prf(tokens(record["text"]), wanted)[1]
-                kept_paragraphs[record["host"]].append(recall)
-                if recall < 0.9:
-                    lost.append((recall, generator.get(record["host"], ""), record["url"]))
-            continue
-        precision, recall, kept = page_prf(tokens(record["text"]), counts)
-        everything = page_prf(body[record["url"]], counts)[2]
-        ours[record["host"]].append(kept)
-        whole[record["host"]].append(everything)
-        if record.get("page_no") == 1:
-            first.append((kept, everything))
-            if kept < everything - 0.05:
-                under_first.append((kept - everything, precision, recall, kept, everything,
-                                    generator[record["host"]], record["url"]))
-    if not ours and not kept_paragraphs:
+    gold = Gold.read(args.crawl, keep_pages=args.others)
+    ours = gold.score((r.get("url", ""), r.get("host", ""), r.get("text")) for r in read_jsonl(args.output))
+    if not ours.hosts and not ours.paragraphs:
         print("no page of a host with a known generator or one article in the output", file=sys.stderr)
         return 1
     rows = sorted(
-        (statistics.fmean(ours[h]) - statistics.fmean(whole[h]), statistics.fmean(ours[h]),
-         statistics.fmean(whole[h]), len(ours[h]), generator[h], h)
-        for h in ours
+        (statistics.fmean(k for k, _ in v) - statistics.fmean(w for _, w in v), statistics.fmean(k for k, _ in v),
+         statistics.fmean(w for _, w in v), len(v), gold.generator[h], h)
+        for h, v in ours.hosts.items()
     )
     if rows:
         print(f"{'margin':>7} {'F1':>6} {'all':>6} {'pages':>5}  generator, host")
         for margin, ours_f1, whole_f1, n, gen, host in rows[: args.worst]:
             print(f"{margin:+7.3f} {ours_f1:6.3f} {whole_f1:6.3f} {n:5d}  {gen}, {host}")
-        under = [r for r in rows if r[0] < -0.005]
-        print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 "
-              f"{statistics.fmean(r[1] for r in rows):.3f}, keeping all {statistics.fmean(r[2] for r in rows):.3f}; "
-              f"under keeping all (by more than 0.005): {len(under)} host(s)")
-    if first:
-        print(f"first pages: {len(first)}, F1 {statistics.fmean(k for k, _ in first):.3f}, the pages whole "
-              f"{statistics.fmean(w for _, w in first):.3f}; more than 0.05 under the page whole: "
-              f"{sum(k < w - 0.05 for k, w in first)}")
-    if kept_paragraphs:
-        print(f"blog hosts (no content element; pages with one article): {len(kept_paragraphs)} hosts, "
-              f"{sum(map(len, kept_paragraphs.values()))} pages: the article's paragraphs kept "
-              f"{statistics.fmean(statistics.fmean(v) for v in kept_paragraphs.values()):.4f} (macro recall); "
-              f"pages keeping less than 90% of them: {len(lost)}")
-    if args.lost and lost:
+        macro, whole, under = ours.macro()
+        print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 {macro:.3f}, keeping all {whole:.3f}; "
+              f"under keeping all (by more than 0.005): {under} host(s)")
+    if ours.first:
+        print(f"first pages: {len(ours.first)}, F1 {ours.first_f1():.3f}, the pages whole "
+              f"{statistics.fmean(w for _, w in ours.first):.3f}; more than 0.05 under the page whole: "
+              f"{len(ours.under_first)}")
+    if ours.paragraphs:
+        print(f"blog hosts (no content element; pages with one article): {len(ours.paragraphs)} hosts, "
+              f"{sum(map(len, ours.paragraphs.values()))} pages: the article's paragraphs kept "
+              f"{ours.kept_paragraphs():.4f} (macro recall); pages keeping less than 90% of them: {len(ours.lost)}")
+    if args.lost and ours.lost:
         print(f"{'kept':>5}  generator, page")
-        for recall, gen, url in sorted(lost):
+        for recall, gen, url in sorted(ours.lost):
             print(f"{recall:5.3f}  {gen}, {url}")
-    if args.first and under_first:
+    if args.first and ours.under_first:
         print(f"{'margin':>7} {'P':>5} {'R':>5} {'F1':>5} {'all':>5}  generator, first page")
-        for margin, precision, recall, kept, everything, gen, url in sorted(under_first):
+        for margin, precision, recall, kept, everything, gen, url in sorted(ours.under_first):
             print(f"{margin:+7.3f} {precision:5.2f} {recall:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
+    if args.others:
+        compare(gold, ours)
     return 0
+
+
+def compare(gold: Gold, ours: Scores) -> None:
+    """The same figures for the other extractors installed, beside the output's, on the same pages."""
+    from detemplate.tools.bench import other_extractors
+
+    found, notes = other_extractors()
+    for note in notes:
+        print(note)
+    macro, whole, under = ours.macro()
+    whole_first = statistics.fmean(w for _, w in ours.first) if ours.first else float("nan")
+    table = [("output", macro, under, ours.first_f1(), len(ours.under_first), ours.kept_paragraphs(), len(ours.lost)),
+             ("keeping all", whole, 0, whole_first, 0, float("nan"), 0)]
+    for extractor in found:
+        logging.getLogger(extractor.name).setLevel(logging.CRITICAL)  # its warnings about pages
+        scores = gold.score(extracted(gold, extractor.extract))
+        e_macro, _, e_under = scores.macro()
+        table.append((extractor.name, e_macro, e_under, scores.first_f1(), len(scores.under_first),
+                      scores.kept_paragraphs(), len(scores.lost)))
+    print("the same pages, other extractors (documentation hosts: macro F1, hosts under keeping all; first pages: "
+          "F1, more than 0.05 under the page whole; blog pages: article paragraphs kept, pages under 90%)")
+    print(f"{'':12} {'F1':>6} {'under':>5} {'first':>6} {'under':>5} {'blogs':>7} {'under':>5}")
+    for name, f1, under, first, under_first, kept, lost in table:
+        counts = ("-", "-") if name == "keeping all" else (under, under_first)
+        blogs = f"{'-':>7} {'-':>5}" if name == "keeping all" or kept != kept else f"{kept:7.4f} {lost:5d}"
+        print(f"{name:12} {f1:6.3f} {counts[0]:>5} {first:6.3f} {counts[1]:>5} {blogs}")  # nan: no such page
 
 
 if __name__ == "__main__":

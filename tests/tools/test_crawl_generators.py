@@ -142,3 +142,17 @@ def test_a_blog_posts_article_paragraphs_are_what_must_be_kept(tmp_path: Path) -
                           text=True, check=True, timeout=120)
     assert "keeping less than 90% of them: 1" in done.stdout
     assert "Hugo, https://blog.example/floods/" in done.stdout
+
+
+def test_others_scores_the_extractors_installed_on_the_same_pages(tmp_path: Path) -> None:
+    crawl = _crawl(tmp_path)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(crawl), str(_output(tmp_path, True)), "--others"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    lines = done.stdout.splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in lines[lines.index(next(x for x in lines if x.startswith(
+        "the same pages"))) + 2:] if line.strip()}
+    assert rows["output"][:4] == ["1.000", "0", "1.000", "0"]  # the figures printed above, in the table
+    keeping_all = next(x for x in lines if x.startswith("keeping all"))
+    assert keeping_all.split()[2] == _keeping_all(done.stdout)  # the summary line's figure
+    for name in ("resiliparse", "trafilatura"):  # a row where installed, a note where not
+        assert name in rows or f"{name} is not installed" in done.stdout
