@@ -113,16 +113,24 @@ class Scores:
     paragraphs: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     lost: list[tuple[float, str, str]] = field(default_factory=list)  # recall, generator, url
 
+    def host_means(self) -> list[tuple[str, float, float, int]]:
+        """Each host's mean F1, keeping all's, and its pages scored."""
+        return [(h, statistics.fmean(k for k, _ in v), statistics.fmean(w for _, w in v), len(v))
+                for h, v in self.hosts.items()]
+
     def macro(self) -> tuple[float, float, int]:
         """Macro F1 over the hosts, keeping all's, and the hosts more than 0.005 under keeping all."""
-        rows = [(statistics.fmean(k for k, _ in v), statistics.fmean(w for _, w in v)) for v in self.hosts.values()]
+        rows = self.host_means()
         if not rows:
             return float("nan"), float("nan"), 0
-        return (statistics.fmean(k for k, _ in rows), statistics.fmean(w for _, w in rows),
-                sum(k < w - 0.005 for k, w in rows))
+        return (statistics.fmean(r[1] for r in rows), statistics.fmean(r[2] for r in rows),
+                sum(r[1] < r[2] - 0.005 for r in rows))
 
-    def first_f1(self) -> float:
-        return statistics.fmean(k for k, _ in self.first) if self.first else float("nan")
+    def first_means(self) -> tuple[float, float]:
+        """The first pages' mean F1, and the pages whole's."""
+        if not self.first:
+            return float("nan"), float("nan")
+        return statistics.fmean(k for k, _ in self.first), statistics.fmean(w for _, w in self.first)
 
     def kept_paragraphs(self) -> float:
         values = [statistics.fmean(v) for v in self.paragraphs.values()]
@@ -216,11 +224,7 @@ def main() -> int:
     if not ours.hosts and not ours.paragraphs:
         print("no page of a host with a known generator or one article in the output", file=sys.stderr)
         return 1
-    rows = sorted(
-        (statistics.fmean(k for k, _ in v) - statistics.fmean(w for _, w in v), statistics.fmean(k for k, _ in v),
-         statistics.fmean(w for _, w in v), len(v), gold.generator[h], h)
-        for h, v in ours.hosts.items()
-    )
+    rows = sorted((f1 - whole, f1, whole, n, gold.generator[h], h) for h, f1, whole, n in ours.host_means())
     if rows:
         print(f"{'margin':>7} {'F1':>6} {'all':>6} {'pages':>5}  generator, host")
         for margin, ours_f1, whole_f1, n, gen, host in rows[: args.worst]:
@@ -229,9 +233,9 @@ def main() -> int:
         print(f"{len(rows)} hosts, {sum(r[3] for r in rows)} pages: macro F1 {macro:.3f}, keeping all {whole:.3f}; "
               f"under keeping all (by more than 0.005): {under} host(s)")
     if ours.first:
-        print(f"first pages: {len(ours.first)}, F1 {ours.first_f1():.3f}, the pages whole "
-              f"{statistics.fmean(w for _, w in ours.first):.3f}; more than 0.05 under the page whole: "
-              f"{len(ours.under_first)}")
+        first_f1, first_whole = ours.first_means()
+        print(f"first pages: {len(ours.first)}, F1 {first_f1:.3f}, the pages whole {first_whole:.3f}; more than "
+              f"0.05 under the page whole: {len(ours.under_first)}")
     if ours.paragraphs:
         print(f"blog hosts (no content element; pages with one article): {len(ours.paragraphs)} hosts, "
               f"{sum(map(len, ours.paragraphs.values()))} pages: the article's paragraphs kept "
@@ -249,6 +253,9 @@ def main() -> int:
     return 0
 
 
+Row = tuple[str, float, int | None, float, int | None, float | None, int | None]
+
+
 def compare(gold: Gold, ours: Scores) -> None:
     """The same figures for the other extractors installed, beside the output's, on the same pages."""
     from detemplate.tools.bench import other_extractors
@@ -256,23 +263,30 @@ def compare(gold: Gold, ours: Scores) -> None:
     found, notes = other_extractors()
     for note in notes:
         print(note)
-    macro, whole, under = ours.macro()
-    whole_first = statistics.fmean(w for _, w in ours.first) if ours.first else float("nan")
-    table = [("output", macro, under, ours.first_f1(), len(ours.under_first), ours.kept_paragraphs(), len(ours.lost)),
-             ("keeping all", whole, 0, whole_first, 0, float("nan"), 0)]
+    keeping_all: Row = ("keeping all", ours.macro()[1], None, ours.first_means()[1], None, None, None)
+    table = [_row("output", ours), keeping_all]
     for extractor in found:
         logging.getLogger(extractor.name).setLevel(logging.CRITICAL)  # its warnings about pages
-        scores = gold.score(extracted(gold, extractor.extract))
-        e_macro, _, e_under = scores.macro()
-        table.append((extractor.name, e_macro, e_under, scores.first_f1(), len(scores.under_first),
-                      scores.kept_paragraphs(), len(scores.lost)))
+        table.append(_row(extractor.name, gold.score(extracted(gold, extractor.extract))))
     print("the same pages, other extractors (documentation hosts: macro F1, hosts under keeping all; first pages: "
           "F1, more than 0.05 under the page whole; blog pages: article paragraphs kept, pages under 90%)")
     print(f"{'':12} {'F1':>6} {'under':>5} {'first':>6} {'under':>5} {'blogs':>7} {'under':>5}")
     for name, f1, under, first, under_first, kept, lost in table:
-        counts = ("-", "-") if name == "keeping all" else (under, under_first)
-        blogs = f"{'-':>7} {'-':>5}" if name == "keeping all" or kept != kept else f"{kept:7.4f} {lost:5d}"
-        print(f"{name:12} {f1:6.3f} {counts[0]:>5} {first:6.3f} {counts[1]:>5} {blogs}")  # nan: no such page
+        print(f"{name:12} {f1:6.3f} {_cell(under, 'd', 5)} {first:6.3f} {_cell(under_first, 'd', 5)} "
+              f"{_cell(kept, '.4f', 7)} {_cell(lost, 'd', 5)}")
+
+
+def _row(name: str, scores: Scores) -> Row:
+    """One line of the table: macro F1 and hosts under keeping all, first pages' F1 and those under the
+    page whole, blog paragraphs kept and the pages under 90% (None where the output has no blog page)."""
+    macro, _, under = scores.macro()
+    blogs = (scores.kept_paragraphs(), len(scores.lost)) if scores.paragraphs else (None, None)
+    return name, macro, under, scores.first_means()[0], len(scores.under_first), *blogs
+
+
+def _cell(value: float | int | None, spec: str, width: int) -> str:
+    """A figure of the table, or "-" where it does not apply."""
+    return f"{'-':>{width}}" if value is None else f"{value:{width}{spec}}"
 
 
 if __name__ == "__main__":
