@@ -368,6 +368,36 @@ def test_an_extractor_that_is_not_installed_is_skipped_with_a_note(
     assert doc["others"] == [] and doc["others_skipped"] == []
 
 
+def test_the_detector_against_an_extractor_is_the_ratio_of_their_ratios_to_the_floor() -> None:
+    # The machine twice as slow in the extractor's pass: its floor rounds slow down with it,
+    # so the comparison still says the detector takes 1.5 times the extractor's time.
+    detector = bench.SpeedRow("all", 100, [3.0, 3.2, 3.0], [1.0, 1.0, 1.0], [], [])
+    other = bench.SpeedRow("resiliparse", 100, [4.0, 4.0, 4.4], [2.0, 2.0, 2.0], [], [])
+    best, median = bench.versus(detector, other)
+    assert best == pytest.approx((1.0 / 3.0) / (2.0 / 4.0))
+    assert median == pytest.approx((1.0 / 3.0) / (2.0 / 4.0))
+    faster = bench.SpeedRow("all", 100, [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [], [])
+    assert bench.versus(faster, other)[0] == pytest.approx(2.0)
+
+
+def test_bench_prints_the_detector_against_each_extractor_timed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain = bench.Extractor("plain", lambda html: html.upper())
+    monkeypatch.setattr(bench, "other_extractors", lambda: ([plain], []))
+    corpus_dir = synthetic_corpus(tmp_path / "synthetic")
+    assert main(["bench", str(corpus_dir), "--repeat", "1"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "the detector against plain" in x]
+    assert line.rstrip().endswith("x")
+    assert main(["bench", str(corpus_dir), "--repeat", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (entry,) = doc["others"]
+    (detector,) = doc["speed"]  # one corpus: its row is every page's
+    assert entry["name"] == "plain"
+    assert entry["detector_vs_best"] == pytest.approx(detector["ratio_best"] / entry["ratio_best"])
+    assert entry["detector_vs_median"] == pytest.approx(detector["ratio_median"] / entry["ratio_median"])
+
+
 def test_an_extractor_that_fails_on_a_page_is_timed_all_the_same(tmp_path: Path) -> None:
     corpus = evaluate.load_corpus(synthetic_corpus(tmp_path / "synthetic"))
 

@@ -16,7 +16,9 @@ a cache of 24-page batches (mean size of a 24-page batch of the host's pages, th
 Other extractors. Where they are installed (`pip install 'detemplate[bench]'`), resiliparse's
 main-content extraction and trafilatura's `extract()` are timed on the same preloaded
 pages, one thread, each in rounds alternating with the floor on the same pages, and
-reported beside the detector with their ratio to the floor. Trafilatura is slow (tens of
+reported beside the detector with their ratio to the floor, and the detector's ratio over
+theirs (`versus`: the speed of the two against each other, the machine's drift between the
+passes cancelled by the floor each was timed beside). Trafilatura is slow (tens of
 pages a second): it runs one round over every TRAFILATURA_EVERY-th page, as the output
 says. One that is not installed is skipped with a note.
 
@@ -238,6 +240,15 @@ def measure_extractor(corpora: Sequence[Corpus], extractor: Extractor, repeat: i
     finally:
         logger.setLevel(level)
     return row, extractor.note(len(pages), rounds)
+
+
+def versus(detector: SpeedRow, other: SpeedRow) -> tuple[float, float]:
+    """The detector's speed against another extractor's, best and median: the ratio of their
+    ratios to the floor. Each was timed in rounds alternating with the floor on its pages, so
+    the machine's speed, which moves between the two passes on a shared machine, cancels out
+    (on a subset of the pages for an extractor run on every n-th page: an estimate). Above 1:
+    the detector is the faster."""
+    return detector.ratio_best / other.ratio_best, detector.ratio_median / other.ratio_median
 
 
 def measure_speed(
@@ -517,6 +528,7 @@ def _handle(args: argparse.Namespace) -> int:
     if not args.no_others:
         extractors, other_notes = other_extractors()
         others = [measure_extractor(corpora, e, args.repeat) for e in extractors]
+    against = [versus(rows[-1], r) for r, _ in others]  # rows[-1]: every corpus's pages ("all" for several)
     states = [s for c in corpora for s in host_states(c, stores[c.name])]
     rocks = []
     with tempfile.TemporaryDirectory(prefix="detemplate-bench-") as tmp:
@@ -529,7 +541,10 @@ def _handle(args: argparse.Namespace) -> int:
         doc = {
             "page_walk": walk_status(),
             "speed": [r.as_dict() for r in rows],
-            "others": [{**r.as_dict(), "ran": ran} for r, ran in others],
+            "others": [
+                {**r.as_dict(), "ran": ran, "detector_vs_best": vs[0], "detector_vs_median": vs[1]}
+                for (r, ran), vs in zip(others, against, strict=True)
+            ],
             "others_skipped": other_notes,
             "state": [s.as_dict() for s in states],
             "rocks": [
@@ -557,6 +572,9 @@ def _handle(args: argparse.Namespace) -> int:
             print(format_speed([r for r, _ in others], "extractor", "p/s"))
         for line in [ran for _, ran in others] + other_notes:
             print(f"  {line}")
+        for (r, _), (best, median) in zip(others, against, strict=True):
+            print(f"  the detector against {r.name} (their ratios to the floor, best / median): "
+                  f"{best:.2f}x / {median:.2f}x")
     print()
     print(f"State per host after the run (serialised table vs the host's pages and a {BATCH_PAGES}-page batch)")
     print(format_state(states))
