@@ -92,7 +92,7 @@ def main() -> int:
     from detemplate.engine.params import with_overrides
 
     params = with_overrides(EngineParams(), args.param)
-    corpora = [load_corpus(p) for p in args.corpus_dirs]
+    corpora = [load_corpus(p, gold=False) for p in args.corpus_dirs]  # timing needs no gold: a crawl will do
     pages = sum(len(c.pages) for c in corpora)
     targets = STAGES + (STEPS + detector_steps() if args.detail else [])
     # An older engine (PYTHONPATH to another checkout) lacks some steps: those print "-".
