@@ -1,10 +1,10 @@
 """Standby replicas on the real Tansu broker (DETEMPLATE_STANDBY_REPLICAS=1): a second worker
-keeps warm copies of the first one's state partitions, says when they have caught up
-(`detemplate_standby_remaining_records`), and when the first one dies takes its partitions
-over from where its standbys had read to, with the same outputs as an offline run.
-bench-scale's failover figures rely on this. Faust applies a standby's records to RocksDB in
-batches (at 1,000 records, or at the rebalance that makes it active), so the test reads
-Faust's recovery log, not the standby's database."""
+keeps warm copies of the first one's state partitions, says when they have started and caught
+up (`detemplate_standby_partitions_waiting` and `detemplate_standby_remaining_records` 0), and
+when the first one dies takes its partitions over from where its standbys had read to, with the
+same outputs as an offline run. bench-scale's failover figures rely on this. Faust applies a
+standby's records to RocksDB in batches (at 1,000 records, or at the rebalance that makes it
+active), so the test reads Faust's recovery log, not the standby's database."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from tests.integration.test_stream_broker import assert_same_as_offline, assert_
 pytestmark = pytest.mark.broker
 
 STANDBY = "detemplate_standby_remaining_records"
+WAITING = "detemplate_standby_partitions_waiting"
 
 
 def start_offsets(log: str, title: str) -> dict[int, int]:
@@ -58,7 +59,7 @@ def test_a_standby_catches_up_then_takes_over_when_the_active_dies(cluster: Clus
         a, b = assignment(c.log("w1")), assignment(c.log("w2"))
         split = bool(a and b and not (a & b) and (a | b) == set(range(PARTITIONS)))
         ready = split and all(c.metric(w, "detemplate_ready") == 1 for w in ("w1", "w2"))
-        if ready and all(c.metric(w, STANDBY, -1) == 0 for w in ("w1", "w2")):
+        if ready and all(c.metric(w, STANDBY, -1) == 0 and c.metric(w, WAITING, -1) == 0 for w in ("w1", "w2")):
             mine = b or mine
             break
         if time.monotonic() > deadline:

@@ -200,12 +200,30 @@ def test_the_default_port_is_outside_the_exporter_range() -> None:
 
 def test_standby_remaining_counts_records_to_each_start_time_end(served: tuple[Metrics, MetricsServer]) -> None:
     metrics, server = served
-    metrics.set_standby_remaining({}, {})  # no standby partitions
-    assert samples(server)[("detemplate_standby_remaining_records", ())] == 0
+    remaining, waiting = ("detemplate_standby_remaining_records", ()), ("detemplate_standby_partitions_waiting", ())
+    metrics.set_standby_remaining((), {}, {})  # no standby partitions
+    assert samples(server)[remaining] == 0 and samples(server)[waiting] == 0
     # Partition a: high watermark 99 at its start (Faust's last offset), read to 39: 60 left;
-    # b: nothing read yet (-1): 11 left, not 0; c: read past its start-time end: nothing left,
-    # and not a negative that would hide a's; d: an empty changelog (-1).
-    metrics.set_standby_remaining({"a": 99, "b": 10, "c": 5, "d": -1}, {"a": 39, "b": -1, "c": 8, "d": -1})
-    assert samples(server)[("detemplate_standby_remaining_records", ())] == 71
-    metrics.set_standby_remaining({"a": 99, "b": 10}, {"a": 99, "b": 10})
+    # b: nothing read yet (-1, or None before Faust looked its offset up): 11 left, not 0; c: read
+    # past its start-time end: nothing left, and not a negative that would hide a's; d: an empty
+    # changelog (-1).
+    metrics.set_standby_remaining("abcd", {"a": 99, "b": 10, "c": 5, "d": -1}, {"a": 39, "b": -1, "c": 8, "d": -1})
+    assert samples(server)[remaining] == 71
+    metrics.set_standby_remaining("ab", {"a": 99, "b": 10}, {"a": 39, "b": None})
+    assert samples(server)[remaining] == 71
+    metrics.set_standby_remaining("ab", {"a": 99, "b": 10}, {"a": 99, "b": 10})
+    assert samples(server)[remaining] == 0 and samples(server)[waiting] == 0
+
+
+def test_a_standby_not_started_is_waiting_not_caught_up(served: tuple[Metrics, MetricsServer]) -> None:
+    """Faust starts a worker's standbys once its own partitions are restored; until then they have
+    no high watermark, and 0 records left would read as caught up."""
+    metrics, server = served
+    metrics.set_standby_remaining("ab", {}, {"a": -1, "b": -1})
+    assert samples(server)[("detemplate_standby_partitions_waiting", ())] == 2
     assert samples(server)[("detemplate_standby_remaining_records", ())] == 0
+    # A partition no longer this worker's standby (revoked, or made active) counts no more,
+    # whatever Faust still holds of it.
+    metrics.set_standby_remaining("a", {"a": 50, "b": 99}, {"a": 20, "b": -1})
+    assert samples(server)[("detemplate_standby_remaining_records", ())] == 30
+    assert samples(server)[("detemplate_standby_partitions_waiting", ())] == 0

@@ -387,7 +387,7 @@ class StreamWorker:
         m.set_ready(self._assigned and not self.app.rebalancing and not self.app.in_recovery)
         m.set_waiting_partitions(self.progress.waiting())
         recovery = self.app.tables.recovery  # type: ignore[attr-defined]  # TableManager has it, TableManagerT not
-        m.set_standby_remaining(recovery.standby_highwaters, recovery.standby_offsets)
+        m.set_standby_remaining(recovery.standby_tps, recovery.standby_highwaters, recovery.standby_offsets)
         for tp in list(self.start_offset):
             nxt = self.progress.commit_offset(tp)
             try:

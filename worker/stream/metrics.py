@@ -49,6 +49,8 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     consumer_lag{partition}         high watermark minus next offset to read
     ready                           1 when /readyz answers 200
     standby_remaining_records       changelog records the standby partitions have yet to read to catch up
+    standby_partitions_waiting      standby partitions that have not started reading (their records are
+                                    not in standby_remaining_records yet)
     process_*, python_*             the process' CPU, memory, open files (prometheus_client's collectors)
 """
 
@@ -152,7 +154,13 @@ class Metrics:
         self.standby_remaining = Gauge(
             f"{PREFIX}_standby_remaining_records",
             "changelog records this worker's standby partitions have yet to read to catch up with the "
-            "changelog's end when they started (0 without standbys)",
+            "changelog's end when they started (0 without standbys; see standby_partitions_waiting)",
+            registry=r,
+        )
+        self.standby_waiting = Gauge(
+            f"{PREFIX}_standby_partitions_waiting",
+            "standby partitions of this worker that have not started reading their changelog (Faust starts "
+            "them once the worker's active partitions are restored): standby_remaining_records leaves them out",
             registry=r,
         )
         self._window: deque[tuple[int, int]] = deque(maxlen=share_window)
@@ -215,10 +223,26 @@ class Metrics:
     def set_waiting_partitions(self, n: int) -> None:
         self.waiting.set(n)
 
-    def set_standby_remaining(self, highwaters: Mapping[Any, int], offsets: Mapping[Any, int]) -> None:
-        """Records the standby partitions still have to read: each partition's high watermark when
-        its standby started, less the offset it has read to (-1: none yet)."""
-        self.standby_remaining.set(sum(max(0, hw - offsets.get(tp, -1)) for tp, hw in highwaters.items() if hw >= 0))
+    def set_standby_remaining(
+        self, standbys: Iterable[Any], highwaters: Mapping[Any, int], offsets: Mapping[Any, int | None]
+    ) -> None:
+        """Records this worker's standby partitions (`standbys`) still have to read: each one's high
+        watermark when it started (-1: an empty changelog), less the offset it has read to (-1 or
+        None: none yet); and how many have not started, with no high watermark yet.
+
+        Faust starts the standbys after the worker's own partitions are restored, and until then
+        a standby has no high watermark: counted as 0 records left, a worker restoring a large
+        partition would say its standbys had caught up before they had read anything."""
+        remaining = waiting = 0
+        for tp in standbys:
+            hw = highwaters.get(tp)
+            if hw is None:
+                waiting += 1
+            elif hw >= 0:
+                read = offsets.get(tp)
+                remaining += max(0, hw - (-1 if read is None else read))
+        self.standby_remaining.set(remaining)
+        self.standby_waiting.set(waiting)
 
     def host_expired(self, reason: str) -> None:
         self.expired.labels(reason=reason).inc()

@@ -319,7 +319,8 @@ def _probes(crawl: list[RawPage], n: int) -> list[RawPage]:
 def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[RawPage]) -> float:
     """Two workers of the group, each restoring its partitions into an empty directory (and,
     with standby replicas, the other's as a standby); once both are ready, their standbys have
-    caught up (`detemplate_standby_remaining_records` 0) and they are idle, SIGKILL one:
+    started and caught up (`detemplate_standby_partitions_waiting` and
+    `detemplate_standby_remaining_records` 0) and they are idle, SIGKILL one:
     seconds until a new page of each of 64 recent hosts is out (the survivor takes over after
     the dead member's session, 6 s here, and, without a standby, a restore)."""
     from ..stream.kafka_io import encode_raw, produce_raw
@@ -351,17 +352,19 @@ def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[R
 
 
 STANDBY_REMAINING = "detemplate_standby_remaining_records"
+STANDBY_WAITING = "detemplate_standby_partitions_waiting"
 
 
 def _wait_standbys(logs: list[Path], deadline: float) -> None:
-    """Until every worker's standby partitions have read their changelogs to the end they had
-    when they started (Faust starts them after the active partitions are restored)."""
+    """Until every worker's standby partitions have started (Faust starts them after the active
+    partitions are restored) and read their changelogs to the end they had when they started."""
     while True:
-        left = [_metrics(log).get(STANDBY_REMAINING) for log in logs]
-        if all(n == 0 for n in left):
+        metrics = [_metrics(log) for log in logs]
+        left = [(m.get(STANDBY_REMAINING), m.get(STANDBY_WAITING)) for m in metrics]
+        if all(n == 0 and w == 0 for n, w in left):
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"the standbys did not catch up in time: {left} records left")
+            raise TimeoutError(f"the standbys did not catch up in time: (records left, partitions not started) {left}")
         time.sleep(1.0)
 
 
