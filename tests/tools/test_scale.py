@@ -3,8 +3,13 @@ within a window of the crawl (hosts come and go), a host's pages come in page or
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections import defaultdict
+from pathlib import Path
 
+import pytest
+from detemplate.cli import main
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import process_page
 from detemplate.state.memory import MemoryStore
@@ -62,3 +67,22 @@ def test_capacity_plan_follows_the_measured_costs() -> None:
         assert plan["partitions"] >= 4 * plan["workers"]
     slower = capacity_plan(3e9, 1e7, Measured(worker_cpu_ms_per_page=8.0))
     assert slower["workers"] > small["workers"]
+
+
+def test_keep_leaves_the_working_folder_for_tracing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --keep, each run's working folder (the offline run's log and state here) stays and
+    its path is printed; without, it is removed."""
+    out = tmp_path / "figures"
+    args = ["bench-scale", "--hosts", "20", "--max-pages", "5", "--skip", "stream", "--out", str(out)]
+    assert main([*args, "--keep"]) == 0
+    kept = [line.split(": ", 1)[1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("working folder kept: ")]
+    assert len(kept) == 1
+    folder = Path(kept[0])
+    try:
+        assert (folder / "offline" / "run.log").is_file() and (folder / "offline" / "state").is_dir()
+        assert json.loads((out / "figures.json").read_text())[0]["offline"]["pages"] > 20
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert main(args) == 0
+    assert "working folder kept" not in capsys.readouterr().out

@@ -176,7 +176,8 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
     if budget_mb:
         cmd += ["--state-budget-mb", str(budget_mb)]
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(tmp / "run.log", "wb"))  # noqa: SIM115
+    log = open(tmp / "run.log", "wb")  # noqa: SIM115  # closed once the run has exited
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     lines = [0, 0]  # lines counted, bytes read of the output so far
 
     def probe() -> dict[str, float]:
@@ -196,6 +197,7 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
     sampler = Sampler(probe)
     sampler.start()
     _, status = os.waitpid(proc.pid, 0)
+    log.close()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
     samples = sampler.stop()
     wall = time.monotonic() - t0
@@ -484,6 +486,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--skip", choices=("offline", "stream"), action="append", default=[])
     p.add_argument("--failover", action="store_true", help="also time a failover with and without a standby")
     p.add_argument("--out", default="scale-bench", help="folder for figures.json, samples.csv and scale.png")
+    p.add_argument("--keep", action="store_true",
+                   help="keep each run's working folder (the broker's and workers' logs, their RocksDB folders) "
+                   "and print where it is, to trace a figure afterwards")
     p.add_argument("--plan", nargs=2, type=float, metavar=("PAGES_A_MONTH", "HOSTS"),
                    help="only print the capacity plan for a crawl of this size, from the measured costs")
     p.set_defaults(func=_main)
@@ -515,7 +520,10 @@ def _main(args: argparse.Namespace) -> int:
                                        args.failover)
                 _say("worker", row["stream"])
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if args.keep:
+                print(f"working folder kept: {tmp}", flush=True)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
         results.append(row)
         (out / "figures.json").write_text(json.dumps(results, indent=1) + "\n")
     _write_samples(results, out / "samples.csv")
@@ -575,7 +583,8 @@ def _plot(results: list[dict[str, Any]], path: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("pages processed")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    if axes[0].get_legend_handles_labels()[0]:  # a run too short for a sample has no curve
+        axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
