@@ -448,10 +448,12 @@ class Measured:
     index_bytes: float = 100.0  # a host's index entry, key and value
     changelog_bytes_per_page: float = 1308.0  # written (before compaction)
     restore_records_per_s: float = 1900.0  # Faust reading a changelog into RocksDB (bench-scale: 1,870-9,500)
-    # SIGKILL to pages again with a standby (6 s session): 11.9-18.4 s up to 20,000 hosts, 99.8 s
-    # at 100,000 (510,000 records a partition written, about the plan's partitions): the largest.
-    failover_standby_s: float = 99.8
-    failover_overhead_s: float = 16.7  # the same without a standby, less its restore (192.2 - 175.5 s)
+    # SIGKILL to pages again with a standby (6 s session): 11.2-11.3 s from 1,000 to 100,000
+    # hosts (at 100,000, 510,000 records a partition written, about the plan's partitions).
+    failover_standby_s: float = 11.2
+    # The same without a standby, less the survivor's restore of the dead worker's partition
+    # (100,000 hosts: 72.5 - 61.4 s).
+    failover_overhead_s: float = 11.1
 
 
 def capacity_plan(pages_month: float, hosts_month: float, m: Measured, snapshot_every: int = 64,
