@@ -325,7 +325,6 @@ def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[R
     `detemplate_standby_remaining_records` 0) and they are idle, SIGKILL one:
     seconds until a new page of each of 64 recent hosts is out (the survivor takes over after
     the dead member's session, 6 s here, and, without a standby, a restore)."""
-    from ..stream.kafka_io import encode_raw, produce_raw
     from .bench_stream import Run
 
     tmp.mkdir(parents=True)
@@ -343,12 +342,7 @@ def _failover(bootstrap: str, settings: StreamSettings, tmp: Path, crawl: list[R
             _wait_standbys([r.tmp / "worker.log" for r in runs], deadline)
         time.sleep(10.0)  # the group settles
         runs[1].kill_worker()
-        probe_pages = _probes(crawl, 64)
-        ends = asyncio.run(_ends(bootstrap, settings.topic_clean))  # the probes' outputs come after these
-        t0 = time.monotonic()
-        asyncio.run(produce_raw(bootstrap, settings.topic_raw, ((p.host.encode(), encode_raw(p)) for p in probe_pages)))
-        last = asyncio.run(_wait_urls(bootstrap, settings.topic_clean, ends, {p.url for p in probe_pages}, 900.0))
-        return round(last - t0, 1)
+        return asyncio.run(_time_probes(bootstrap, settings, _probes(crawl, 64), 900.0))
     finally:
         for r in runs:
             r.stop_worker()
@@ -371,39 +365,30 @@ def _wait_standbys(logs: list[Path], deadline: float) -> None:
         time.sleep(1.0)
 
 
-async def _ends(bootstrap: str, topic: str) -> dict[Any, int]:
-    """Each partition of `topic` and its high watermark: where records written from now on start."""
+async def _time_probes(bootstrap: str, settings: StreamSettings, probes: list[RawPage], timeout_s: float) -> float:
+    """Send `probes` to the input topic and read the output topic from its end as it was before
+    they were sent, until a record of each is out: seconds from the send to the last one. Only
+    what follows that end is read (the whole topic, hundreds of thousands of clean pages in the
+    larger runs, took longer to read than the failover it timed), and the probes are told by
+    their URLs (a survivor may publish again what the dead worker had not committed)."""
     from aiokafka import AIOKafkaConsumer, TopicPartition  # type: ignore[import-untyped]  # no stubs
 
-    from ..stream.kafka_io import fetch_highwaters
+    from ..stream.kafka_io import encode_raw, fetch_highwaters, produce_raw
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        await consumer.topics()  # loads the metadata of every topic
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-    finally:
-        await consumer.stop()
-    return await fetch_highwaters(bootstrap, parts)
-
-
-async def _wait_urls(bootstrap: str, topic: str, starts: dict[Any, int], urls: set[str], timeout_s: float) -> float:
-    """Read `topic` from `starts` on until a record of each of `urls` is out; returns the time
-    (time.monotonic) the last one arrived. Only what follows `starts` is read: the whole topic,
-    hundreds of thousands of clean pages in the larger runs, took longer to read than the
-    failover it timed."""
-    from aiokafka import AIOKafkaConsumer
-
+    topic = settings.topic_clean
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest", max_partition_fetch_bytes=8 * 1024 * 1024)
     await consumer.start()
-    left = set(urls)
+    left = {p.url for p in probes}
     try:
-        consumer.assign(list(starts))
-        for tp, offset in starts.items():
-            consumer.seek(tp, offset)
-        now = time.monotonic()
-        deadline = now + timeout_s
+        await consumer.topics()  # loads the metadata of every topic
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(parts)
+        for tp, end in (await fetch_highwaters(bootstrap, parts)).items():
+            consumer.seek(tp, end)
+        t0 = now = time.monotonic()
+        await produce_raw(bootstrap, settings.topic_raw, ((p.host.encode(), encode_raw(p)) for p in probes))
+        deadline = time.monotonic() + timeout_s
         while left:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(left)} probe pages not out within {timeout_s} s")
@@ -413,7 +398,7 @@ async def _wait_urls(bootstrap: str, topic: str, starts: dict[Any, int], urls: s
                 for m in msgs:
                     if m.value:
                         left.discard(json.loads(m.value).get("url"))
-        return now
+        return round(now - t0, 1)
     finally:
         await consumer.stop()
 
