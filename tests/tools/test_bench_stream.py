@@ -1,10 +1,18 @@
-"""detemplate bench-stream's worker-against-offline ratio at the engine's speed inside the worker."""
+"""detemplate bench-stream's offline pass and its worker-against-offline ratio at the engine's
+speed inside the worker."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from detemplate.tools.bench_stream import same_speed_ratio
+import pytest
+from detemplate.engine.params import EngineParams
+from detemplate.engine.pipeline import process_page
+from detemplate.io import codec
+from detemplate.state.memory import MemoryStore
+from detemplate.tools.bench_stream import offline_pass, same_speed_ratio
+from detemplate.tools.samples import interleave, make_site
 
 
 def test_the_same_speed_ratio_does_not_move_with_the_machines_speed_between_the_passes() -> None:
@@ -22,3 +30,26 @@ def test_the_same_speed_ratio_does_not_move_with_the_machines_speed_between_the_
     # A worker whose own cost a page is offline's (the encoding) runs at offline's rate.
     assert math.isclose(same_speed_ratio(1.35, 1.30, 1.35, 1.30), 1.0)
     assert math.isnan(same_speed_ratio(0.0, 0.0, 1.0, 1.0))
+
+
+def test_the_offline_pass_starts_from_the_records_bytes_as_the_worker_does() -> None:
+    """Offline does what `run` does with a record: decode its JSON (the message the worker is
+    sent), decide the page, encode the clean record; the decode is timed apart, inside the pass."""
+    pages = [sp.page for sp in interleave(make_site("a.example", 12, seed=1), make_site("b.example", 12, seed=2))]
+    rate, reference, figures = offline_pass(pages, EngineParams())
+    assert rate > 0
+    own_ms = figures["offline_cpu_ms_per_page"] - figures["offline_decide_cpu_ms_per_page"]
+    assert 0 < figures["offline_decode_cpu_ms_per_page"] < own_ms
+    store = MemoryStore()
+    expected = {}
+    for page in pages:
+        clean = process_page(page, store, EngineParams()).clean
+        assert clean is not None
+        expected[page.url + "\x00" + page.host] = codec.encode_clean(clean)
+    assert reference == expected  # the decoded records are the pages: the same outputs
+
+
+def test_the_offline_pass_refuses_a_record_that_does_not_decode() -> None:
+    page = make_site("a.example", 1, seed=1)[0].page
+    with pytest.raises(ValueError, match="does not decode"):
+        offline_pass([dataclasses.replace(page, url="not a url")], EngineParams())
