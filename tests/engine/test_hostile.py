@@ -12,7 +12,9 @@ import re
 import string
 
 import pytest
+from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import RawPage
+from detemplate.engine.page import guards
 from detemplate.engine.page.guards import nesting_estimate
 from detemplate.engine.params import EngineParams, SegmentParams
 from detemplate.engine.pipeline import decide
@@ -125,6 +127,24 @@ def test_absurd_nesting_is_refused_before_the_parser_sees_it() -> None:
     assert outcome.dead is not None
     assert outcome.dead.reason == "too_deep"
     assert "estimated before parsing" in outcome.dead.detail
+
+
+def test_the_nesting_is_estimated_only_where_it_could_refuse_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimate counts opening tags: a page with no more "<" than 10 x max_depth cannot be
+    estimated past it, so it is not scanned; one with more is."""
+    scanned: list[int] = []
+    estimate = guards._nesting
+    monkeypatch.setattr(guards, "_nesting", lambda html: scanned.append(len(html)) or estimate(html))
+    limit = 10 * PARAMS.segment.max_depth
+    assert limit > 2_000  # the shipped depth: pages of 2,000 to 4,000 tags were scanned for nothing
+    deep = "<html><body>" + "<div>" * (limit - 2) + "x"  # limit "<" in all, nested limit - 2 deep
+    assert deep.count("<") == limit
+    guards.check_html(deep, PARAMS.segment)
+    assert scanned == []
+    deeper = "<html><body>" + "<div>" * (limit + 1) + "x"
+    with pytest.raises(BadInputError, match="estimated before parsing"):
+        guards.check_html(deeper, PARAMS.segment)
+    assert scanned == [len(deeper)]
 
 
 def test_many_tags_that_do_not_nest_are_not_refused() -> None:

@@ -38,7 +38,9 @@ def check_html(html: str, params: SegmentParams) -> None:
             "too_many_nodes",
             f"the markup has {tags:,} tags, for at most {params.max_nodes:,} elements (estimated before parsing)",
         )
-    if tags > _SCAN_OVER_TAGS:
+    # The estimate counts opening tags, each one "<": a page with no more tags than the depth
+    # it is refused past cannot be refused, and is not scanned.
+    if tags > max(_SCAN_OVER_TAGS, _SCAN_DEPTH_FACTOR * params.max_depth):
         depth = _nesting(html)
         if depth > _SCAN_DEPTH_FACTOR * params.max_depth:
             raise BadInputError(
@@ -51,7 +53,8 @@ def check_html(html: str, params: SegmentParams) -> None:
 # - lexbor's tree builder takes time quadratic in the depth of open elements: 19,000
 #   nested <div>s parse in over a second, 100,000 in 23 s. A page with more tags than
 #   most pages (the top tenth) has its nesting estimated from the tags alone first;
-#   below that many tags no nesting is deep enough to cost much.
+#   below that many tags no nesting is deep enough to cost much, and below
+#   _SCAN_DEPTH_FACTOR * max_depth tags none is deep enough to be refused.
 # - a tree costs lexbor about 150 bytes an element: 10 MB of <br> (2.5 million
 #   elements) took 4.5 s and 400 MB before the walk counted past max_nodes. An element
 #   has at least one "<", an ordinary one two: a page with more than twice max_nodes
