@@ -123,7 +123,8 @@ def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dic
     `decode_record`, as the worker reads each message, so the decode is in both (until
     2026-11-28 offline started from decoded pages and only the worker's figure held it:
     `offline_decode_cpu_ms_per_page` says how much that was). `run`'s file reading, its
-    decompression and its writes are left out, so offline here is faster than `run` itself."""
+    decompression and its writes are left out; measured, the pass costs what `run` costs a
+    page (docs/stream.md, "Both sides from the record's bytes")."""
     from ..stream.kafka_io import encode_raw  # aiokafka's import: only where a broker is used
 
     raws = [encode_raw(page) for page in pages]  # the worker's messages, made before the clock starts
