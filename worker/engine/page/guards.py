@@ -38,11 +38,12 @@ def check_html(html: str, params: SegmentParams) -> None:
             "too_many_nodes",
             f"the markup has {tags:,} tags, for at most {params.max_nodes:,} elements (estimated before parsing)",
         )
+    too_deep = _SCAN_DEPTH_FACTOR * params.max_depth
     # The estimate counts opening tags, each one "<": a page with no more tags than the depth
     # it is refused past cannot be refused, and is not scanned.
-    if tags > max(_SCAN_OVER_TAGS, _SCAN_DEPTH_FACTOR * params.max_depth):
+    if tags > max(_SCAN_OVER_TAGS, too_deep):
         depth = _nesting(html)
-        if depth > _SCAN_DEPTH_FACTOR * params.max_depth:
+        if depth > too_deep:
             raise BadInputError(
                 "too_deep", f"the markup nests about {depth:,} elements deep (estimated before parsing)"
             )
