@@ -25,10 +25,13 @@ BLOCK_TAGS = frozenset(
     address dialog search hgroup""".split()
 )
 
-# Elements whose text is never visible as page text.
+# Elements whose text is never visible as page text. `noembed` and `noframes` are fallback
+# content for browsers without plugins or frames: HTML's rendering rules hide them
+# (display: none in every browser's style sheet) and its parser reads their content as raw
+# text, so markup inside them (an ad's `<a href=...><img ...>`) would otherwise be page text.
 SKIP_TAGS = frozenset(
     """head script style noscript template svg math iframe object embed canvas
-    select option datalist textarea title meta link base""".split()
+    select option datalist textarea title meta link base noembed noframes""".split()
 )
 
 PATH_MODES = ("tag", "tag_class", "tag_id_class")

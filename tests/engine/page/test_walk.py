@@ -127,6 +127,22 @@ def test_invisible_text_is_not_a_segment() -> None:
     assert blocks_of(html) == [("html/body/div", ["visiblealso visible"])]
 
 
+@pytest.mark.parametrize("pure", [True, False])
+def test_fallback_for_plugins_and_frames_is_not_text(pure: bool) -> None:
+    # A browser never shows <noembed> or <noframes>, and the parser reads what is inside them
+    # as raw text: an old ad's fallback markup would otherwise be kept as the page's words.
+    from detemplate.engine.page import walk, walk_python
+
+    html = (
+        "<html><body><div><p>The article's text.</p>"
+        "<noembed><a href='https://ads.example/click?id=7'><img src='ad.gif'></a></noembed>"
+        "<noframes>This page uses frames.</noframes><p>Its last line.</p></div></body></html>"
+    )
+    tree = (walk_python if pure else walk)(parse(html, CUT), CUT)
+    texts = [seg.text for block in tree.blocks for seg in block.segments]
+    assert texts == ["The article's text.", "Its last line."]
+
+
 def test_comment_does_not_separate_text() -> None:
     # As a browser renders it: "left<!-- c -->right" reads "leftright".
     assert blocks_of("<html><body><div>left<!-- c -->right</div></body></html>") == [("html/body/div", ["leftright"])]
