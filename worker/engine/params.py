@@ -29,9 +29,11 @@ BLOCK_TAGS = frozenset(
 # content for browsers without plugins or frames: HTML's rendering rules hide them
 # (display: none in every browser's style sheet) and its parser reads their content as raw
 # text, so markup inside them (an ad's `<a href=...><img ...>`) would otherwise be page text.
+# What `video` and `audio` hold is fallback for browsers without media support, which the
+# standard says user agents should not show ("Your browser does not support the video tag").
 SKIP_TAGS = frozenset(
     """head script style noscript template svg math iframe object embed canvas
-    select option datalist textarea title meta link base noembed noframes""".split()
+    select option datalist textarea title meta link base noembed noframes video audio""".split()
 )
 
 PATH_MODES = ("tag", "tag_class", "tag_id_class")

@@ -128,15 +128,19 @@ def test_invisible_text_is_not_a_segment() -> None:
 
 
 @pytest.mark.parametrize("pure", [True, False])
-def test_fallback_for_plugins_and_frames_is_not_text(pure: bool) -> None:
+def test_fallback_for_plugins_frames_and_media_is_not_text(pure: bool) -> None:
     # A browser never shows <noembed> or <noframes>, and the parser reads what is inside them
     # as raw text: an old ad's fallback markup would otherwise be kept as the page's words.
+    # What a <video> or <audio> holds is for browsers without media support: not shown either.
     from detemplate.engine.page import walk, walk_python
 
     html = (
         "<html><body><div><p>The article's text.</p>"
         "<noembed><a href='https://ads.example/click?id=7'><img src='ad.gif'></a></noembed>"
-        "<noframes>This page uses frames.</noframes><p>Its last line.</p></div></body></html>"
+        "<noframes>This page uses frames.</noframes>"
+        "<video src='clip.mp4'><p>Your browser does not support the video tag.</p></video>"
+        "<audio src='talk.mp3'><a href='talk.mp3'>Download the talk</a></audio>"
+        "<p>Its last line.</p></div></body></html>"
     )
     tree = (walk_python if pure else walk)(parse(html, CUT), CUT)
     texts = [seg.text for block in tree.blocks for seg in block.segments]
