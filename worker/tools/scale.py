@@ -176,8 +176,8 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
     if budget_mb:
         cmd += ["--state-budget-mb", str(budget_mb)]
     t0 = time.monotonic()
-    log = open(tmp / "run.log", "wb")  # noqa: SIM115  # closed once the run has exited
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+    with open(tmp / "run.log", "wb") as log:  # the child writes to its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
     lines = [0, 0]  # lines counted, bytes read of the output so far
 
     def probe() -> dict[str, float]:
@@ -197,7 +197,6 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
     sampler = Sampler(probe)
     sampler.start()
     _, status = os.waitpid(proc.pid, 0)
-    log.close()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)
     samples = sampler.stop()
     wall = time.monotonic() - t0
