@@ -281,20 +281,22 @@ def test_a_first_page_the_model_would_remove_nearly_whole_at_its_floor_is_kept_w
     # One long table of like rows, the model's scores a little over the floor everywhere: it has
     # misread the page. A raised threshold would leave some rows and drop the others; the guard
     # reads the model at its floor and keeps the page whole. (With a threshold relative to the
-    # page's text; the default is a fixed one, at which floor and threshold are the same.)
+    # page's text, as the default is; without one, floor and threshold are the same.)
     params = dataclasses.replace(
-        PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_ratio=10.0, threshold=0.05)
+        PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, cold_ratio=10.0, threshold=0.05, cold_floor=0.02)
     )
+    over = 0.025  # a little over the floor, under the threshold
     rows = "".join(f"<tr><td>cell {j:03d} of the table</td></tr>" for j in range(40))
     cues = walk(parse(f"<html><body><table>{rows}</table></body></html>", params.segment), params.segment)
     ballot = Ballot(params, cues.blocks, 1, cues)
-    ballot.scores = np.asarray([0.02 if i % 2 else 0.2 for i in range(len(cues.blocks))])
+    ballot.scores = np.asarray([over if i % 2 else 0.2 for i in range(len(cues.blocks))])
     assert cold_threshold(ballot.scores.tolist(), ballot.tally().chars, params.pagelevel) == params.pagelevel.threshold
     decided = decide_blocks(ballot, params)
     assert not any(decided.template)
-    # Below the guard, the raised threshold decides: the rows at 0.2 go, those at 0.02 stay.
-    # (Four short rows are left there: the guard of a page it would leave a line of is off.)
-    ballot.scores = np.asarray([0.001 if i < 4 else (0.02 if i % 2 else 0.2) for i in range(len(cues.blocks))])
+    # Below the guard, the raised threshold decides: the rows at 0.2 go, those a little over
+    # the floor stay. (Four short rows are left there: the guard of a page it would leave a
+    # line of is off.)
+    ballot.scores = np.asarray([0.001 if i < 4 else (over if i % 2 else 0.2) for i in range(len(cues.blocks))])
     unguarded = dataclasses.replace(params, pagelevel=dataclasses.replace(params.pagelevel, cold_min_kept=0))
     assert sum(decide_blocks(ballot, unguarded).template) == sum(1 for s in ballot.scores if s > 0.05)
 

@@ -89,11 +89,41 @@ def test_each_corpus_is_scored_with_the_choice_of_the_others(tmp_path: Path, mon
         evidence, cold, warm = replays.choose(others)
         assert (held[name].evidence, held[name].cold, held[name].warm) == (evidence, cold, warm)
         assert held[name].f1 == pytest.approx(float(replays.score(name, evidence, cold, warm)[2]))
-        # The choice is the best for the others: no setting of the grids does better there.
+        # The choice is the best for the others: no warm setting does better there, and no
+        # cold setting does better on their pages each decided as a host's first page,
+        # weighed by their shares of first pages.
         best = sum(float(replays.score(n, evidence, cold, warm)[2]) for n in others)
+        for w in loco.settings(loco.WARM_GRID):
+            assert sum(float(replays.score(n, evidence, cold, w)[2]) for n in others) <= best + 1e-12
+
+        def first(c: loco.Setting, corpora: list[str]) -> float:
+            return sum(
+                replays.cold_pages[n] / replays.pages[n] * float(replays.first[n][c][2]) / replays.first_pages[n]
+                for n in corpora
+            )
+
         for c in loco.settings(loco.COLD_GRID):
-            for w in loco.settings(loco.WARM_GRID):
-                assert sum(float(replays.score(n, evidence, c, w)[2]) for n in others) <= best + 1e-12
+            assert first(c, others) <= first(cold, others) + 1e-12
+        assert all(replays.first_pages[n] == replays.pages[n] for n in names)
+        assert all(0 < replays.cold_pages[n] < replays.pages[n] for n in names)
+
+
+def test_every_gold_page_is_also_recorded_as_its_hosts_first_page(tmp_path: Path) -> None:
+    # A host's first page is decided from the page alone: the cold parameters are chosen on
+    # every gold page decided so. Replayed at the defaults, those records score what eval
+    # scores when every page is the only page of a host of its own.
+    params = EngineParams()
+    folder = corpus(tmp_path / "docs", 7, "docs")
+    name, pages, gold = recorded(folder, params)
+    records = loco.record_corpus(name, pages, gold, params, first=True)
+    assert len(records.first) == records.pages == len(gold)
+    assert len(records.cold) < records.pages  # in the stream, most pages are not their host's first
+    here = tuple(sorted((n, v) for n, v in (("pagelevel.threshold", params.pagelevel.threshold),)))
+    f1 = loco.replay(records.first, params, [here])[here][2] / len(records.first)
+    alone = load_corpus(folder)
+    alone = dataclasses.replace(alone, pages=tuple(dataclasses.replace(p, host=p.url) for p in alone.pages))
+    assert f1 == pytest.approx(evaluate_corpus(alone, params).scores.f1, abs=1e-9)
+    assert not loco.record_corpus(name, pages, gold, params).first  # only when asked for
 
 
 def test_settings_are_the_grids_product() -> None:

@@ -221,7 +221,10 @@ class PageLevelParams:
     cold_ratio, cold_quantile, cold_floor: on a host's first page, the threshold relative to
         the page's own text: `cold_ratio` times the page's text level, the templateness
         under which `cold_quantile` of the page's text lies (by characters), kept between
-        `cold_floor` and `threshold`. 0 for `cold_ratio`: `threshold` alone.
+        `cold_floor` and `threshold`. 0 for `cold_ratio`: `threshold` alone. `cold_floor` is
+        not in the held-out grid: it is the fixed threshold of before (0.02), so the relative
+        threshold only ever raises a first page's threshold; chosen on ../shared/crawl's
+        first pages, where 0.01 removed their README prose (docs/measurements.md).
     inner_threshold: later, inside the page's content region, the model turns a block the
         table keeps into template (a page-specific box: related links, comments) when its
         templateness is above this, and above `inner_ratio` times the region's text level
@@ -258,10 +261,10 @@ class PageLevelParams:
 
     enabled: bool = True
     max_host_pages: int = 0
-    threshold: float = 0.02
-    cold_ratio: float = 0.0
+    threshold: float = 0.05
+    cold_ratio: float = 30.0
     cold_quantile: float = 0.2
-    cold_floor: float = 0.01
+    cold_floor: float = 0.02
     inner_threshold: float = 0.1
     inner_ratio: float = 1000.0
     region_quantile: float = 0.7
