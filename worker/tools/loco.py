@@ -220,14 +220,13 @@ class Choice:
 class Replays:
     """The replayed sums of every corpus: cold ones (one set: the evidence does not change
     a host's first page), warm ones per evidence setting, each corpus's gold pages, and the
-    sums of its gold pages each decided as its host's first (`first`, over `first_pages`),
-    on which the cold parameters are chosen."""
+    sums of its gold pages each decided as its host's first (`first`), on which the cold
+    parameters are chosen, with the number of its real first pages (`cold_pages`)."""
 
     cold: dict[str, Sums]
     warm: dict[Setting, dict[str, Sums]]
     pages: dict[str, int]
     first: dict[str, Sums]
-    first_pages: dict[str, int]
     cold_pages: dict[str, int]
 
     def score(self, corpus: str, evidence: Setting, cold: Setting, warm: Setting) -> NDArray[np.float64]:
@@ -256,11 +255,9 @@ class Replays:
 
     def _first(self, setting: Setting, corpus: str) -> float:
         """A corpus's cold part of its mean F1: its share of first pages times a first page's
-        mean F1, taken over all its pages decided as first pages."""
-        n, k = self.pages[corpus], self.first_pages[corpus]
-        if not n or not k:
-            return 0.0
-        return self.cold_pages[corpus] / n * float(self.first[corpus][setting][2]) / k
+        mean F1, taken over all its pages decided as first pages (the same gold pages)."""
+        n = self.pages[corpus]
+        return self.cold_pages[corpus] / n * float(self.first[corpus][setting][2]) / n if n else 0.0
 
     def held_out(self, corpora: Sequence[str]) -> dict[str, Choice]:
         """Each corpus scored with the settings chosen on the others."""
@@ -296,7 +293,6 @@ def run_loco(
     warm: dict[Setting, dict[str, Sums]] = {}
     pages: dict[str, int] = {}
     first: dict[str, Sums] = {}
-    first_pages: dict[str, int] = {}
     cold_pages: dict[str, int] = {}
     first_params = cold_params(params)
     for evidence in settings(EVIDENCE):
@@ -309,8 +305,7 @@ def run_loco(
                 cold[name] = replay(records.cold, first_params, cold_grid)
                 cold_pages[name] = len(records.cold)
                 first[name] = replay(records.first, first_params, cold_grid)
-                first_pages[name] = len(records.first)
             warm[evidence][name] = replay(records.warm, params, warm_grid)
             if progress is not None:
                 progress(name, evidence)
-    return Replays(cold, warm, pages, first, first_pages, cold_pages)
+    return Replays(cold, warm, pages, first, cold_pages)
