@@ -297,6 +297,35 @@ def test_eval_command_table_and_bad_folder(tmp_path: Path, capsys: pytest.Captur
     assert "not a corpus folder" in capsys.readouterr().err
 
 
+def test_eval_decides_the_pages_in_the_order_asked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--order url` and `--order shuffled` decide a corpus's pages as a crawl in that order
+    would come: the output records follow it, each host's page numbers count in it, and a
+    shuffle is the same for the same seed."""
+    corpus = synthetic_corpus(tmp_path / "synthetic")
+    given = [page.url for page in evaluate.load_corpus(corpus).pages]
+
+    def urls(order: str, seed: int = 0) -> list[str]:
+        out = tmp_path / f"{order}-{seed}"
+        argv = ["eval", str(corpus), "--order", order, "--seed", str(seed), "--output-dir", str(out), "--json"]
+        assert main(argv) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["order"] == (order if order != "shuffled" else f"shuffled (seed {seed})")
+        records = [json.loads(line) for line in (out / "synthetic.jsonl").read_text().splitlines()]
+        for host in {r["host"] for r in records}:  # the host's pages numbered in the order decided
+            assert [r["page_no"] for r in records if r["host"] == host] == list(
+                range(1, sum(r["host"] == host for r in records) + 1))
+        return [r["url"] for r in records]
+
+    assert urls("input") == given
+    assert urls("url") == sorted(given) != given
+    shuffled = urls("shuffled", seed=1)
+    assert sorted(shuffled) == sorted(given) and shuffled not in (given, sorted(given))
+    assert urls("shuffled", seed=1) == shuffled
+    assert urls("shuffled", seed=2) != shuffled
+    with pytest.raises(ConfigError, match="unknown page order"):
+        evaluate.reorder([], "backwards")
+
+
 # -- bench engine (figures are printed, never asserted on time) ------------------------------
 
 

@@ -33,6 +33,7 @@ import gzip
 import json
 import logging
 import math
+import random
 import re
 import sys
 import time
@@ -251,10 +252,30 @@ def load_pages(path: Path) -> list[RawPage]:
     return pages
 
 
-def load_corpus(path: str | Path, gold: bool = True) -> Corpus:
-    """Read a corpus folder: pages.jsonl.gz, gold.jsonl.gz, optional meta.json. With `gold`
-    False (what `bench` times needs no gold), a folder without gold.jsonl.gz reads as a corpus
-    with no gold pages, such as a crawl."""
+# The orders `eval --order` decides a corpus's pages in: the folder's own (a crawl's), by URL
+# (a sorted dump, a sitemap's), or shuffled (no order at all).
+ORDERS = ("input", "url", "shuffled")
+ORDER_NOTES = {"url": "sorted by URL", "shuffled": "shuffled (seed {seed})"}
+
+
+def reorder(pages: Sequence[RawPage], order: str, seed: int = 0) -> tuple[RawPage, ...]:
+    """`pages` in `order` (ORDERS): as given, sorted by URL (a stable sort), or shuffled by
+    `seed`. Each host's pages keep whatever order that gives them; the engine decides them so."""
+    if order == "input":
+        return tuple(pages)
+    if order == "url":
+        return tuple(sorted(pages, key=lambda page: page.url))
+    if order == "shuffled":
+        shuffled = list(pages)
+        random.Random(seed).shuffle(shuffled)
+        return tuple(shuffled)
+    raise ConfigError(f"unknown page order {order!r}; choose one of {', '.join(ORDERS)}")
+
+
+def load_corpus(path: str | Path, gold: bool = True, order: str = "input", seed: int = 0) -> Corpus:
+    """Read a corpus folder: pages.jsonl.gz, gold.jsonl.gz, optional meta.json, its pages in
+    `order` (`reorder`). With `gold` False (what `bench` times needs no gold), a folder without
+    gold.jsonl.gz reads as a corpus with no gold pages, such as a crawl."""
     folder = Path(path)
     pages_path = folder / "pages.jsonl.gz"
     gold_path = folder / "gold.jsonl.gz"
@@ -266,7 +287,7 @@ def load_corpus(path: str | Path, gold: bool = True) -> Corpus:
     return Corpus(
         name=folder.resolve().name,
         path=folder,
-        pages=tuple(load_pages(pages_path)),
+        pages=reorder(load_pages(pages_path), order, seed),
         gold=tuple(load_gold(gold_path)) if gold_path.is_file() else (),
         meta=meta,
     )
@@ -712,13 +733,15 @@ def run_eval(
     params: EngineParams | None = None,
     output_dir: Path | None = None,
     progress: bool = False,
+    order: str = "input",
+    seed: int = 0,
 ) -> list[CorpusResult]:
-    """Evaluate each corpus folder in turn, each with a fresh store."""
+    """Evaluate each corpus folder in turn, each with a fresh store, its pages in `order`."""
     results = []
     if output_dir is not None:
         output_dir.mkdir(parents=True, exist_ok=True)
     for folder in corpus_dirs:
-        corpus = load_corpus(folder)
+        corpus = load_corpus(folder, order=order, seed=seed)
         if output_dir is not None:
             with open(output_dir / f"{corpus.name}.jsonl", "wb") as out:
                 result = evaluate_corpus(corpus, params, out, progress)
@@ -729,12 +752,14 @@ def run_eval(
     return results
 
 
-def loco_corpora(folders: Iterable[Path]) -> list[tuple[str, Sequence[RawPage], dict[str, str]]]:
-    """What `loco.run_loco` replays: each corpus's name, pages and scored gold (`must_keep`
-    pages are checked for their values, not scored on text)."""
+def loco_corpora(
+    folders: Iterable[Path], order: str = "input", seed: int = 0
+) -> list[tuple[str, Sequence[RawPage], dict[str, str]]]:
+    """What `loco.run_loco` replays: each corpus's name, pages (in `order`) and scored gold
+    (`must_keep` pages are checked for their values, not scored on text)."""
     out: list[tuple[str, Sequence[RawPage], dict[str, str]]] = []
     for folder in folders:
-        corpus = load_corpus(folder)
+        corpus = load_corpus(folder, order=order, seed=seed)
         out.append((corpus.name, corpus.pages, {g.url: g.content for g in corpus.gold if g.must_keep is None}))
     return out
 
@@ -790,7 +815,7 @@ def _handle(args: argparse.Namespace) -> int:
     folders = [Path(p) for p in args.corpus_dirs]
     try:
         params = with_overrides(EngineParams(), args.param or [])
-        results = run_eval(folders, params, args.output_dir, progress=sys.stderr.isatty())
+        results = run_eval(folders, params, args.output_dir, sys.stderr.isatty(), args.order, args.seed)
     except ConfigError as exc:
         print(f"detemplate eval: {exc}", file=sys.stderr)
         return 2
@@ -802,11 +827,12 @@ def _handle(args: argparse.Namespace) -> int:
         def tick(name: str, evidence: Any) -> None:
             logger.info("loco: %s recorded and replayed under %s", name, evidence)
 
-        replays = run_loco(loco_corpora(folders), params, tick)
+        replays = run_loco(loco_corpora(folders, args.order, args.seed), params, tick)
     if args.json:
         doc = {
             "corpora": [r.as_dict() for r in results],
             "summary": [s.as_dict() for s in summaries(results)],
+            "order": args.order if args.order != "shuffled" else f"shuffled (seed {args.seed})",
         }
         print(json.dumps(doc, indent=1))
     else:
@@ -818,11 +844,15 @@ def _handle(args: argparse.Namespace) -> int:
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
         print(" pages/s: time in process_page only, on a shared machine: noisy)")
+        if args.order != "input":
+            print(f"(each corpus's pages {ORDER_NOTES[args.order].format(seed=args.seed)}, not in its own order)")
     if replays is not None:
         print()
         print(format_loco(results, replays, anchors))
     if args.report is not None:
         note = "defaults with " + ", ".join(args.param) if args.param else "defaults"
+        if args.order != "input":
+            note += f"; pages {ORDER_NOTES[args.order].format(seed=args.seed)}"
         written = write_report(results, anchors, args.report, note)
         print(f"report: {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
@@ -852,6 +882,16 @@ def register(subparsers: Any) -> None:
             "chosen on the other corpora (tools/loco.py; replays a grid over recorded ballots, about half a minute)"
         ),
     )
+    parser.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="input",
+        help=(
+            "the order each corpus's pages are decided in: the folder's own (default), sorted by URL, or "
+            "shuffled (--seed); a crawl that comes in another order than the corpus's is decided so"
+        ),
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the shuffle's seed with --order shuffled (default 0)")
     parser.add_argument(
         "--output-dir",
         type=Path,
