@@ -599,3 +599,41 @@ def test_a_first_page_whose_main_element_is_mostly_text_keeps_the_models_removal
     removed = {t for t, template in zip(texts, decided.template, strict=True) if template}
     assert {"Home About", "Chapter number 1 of the guide", "Its first section"} <= removed
     assert not any(t.startswith("Welcome") for t in removed)
+
+
+def _book_page(i: int, body: str) -> RawPage:
+    side = "".join(f"<li><a href='/ch{k}.html'>Chapter {k}: {WORDS[k]} and {WORDS[k + 1]}</a></li>" for k in range(8))
+    html = (f"<html><body><div class='sidebar'><ul>{side}</ul></div><div class='page'>"
+            f"<div class='menu-bar'><h1 class='menu-title'>The Example Cookbook</h1></div>"
+            f"<main>{body}</main></div></body></html>")
+    return RawPage(f"https://book.example/p{i}.html", html, "book.example")
+
+
+def test_a_later_page_whose_new_text_is_nearly_all_links_keeps_them() -> None:
+    # A young host's third page is an index: a heading that is an anchor link, then a table
+    # of links to the recipes under a header row. Its new text outside links is the header
+    # row, so that is its content region, and the model, outside it, removes the links: the
+    # page's content. Past `max_new_removed_share` of the page's new text the model's
+    # removals of it are undone; the sidebar the table learned stays template.
+    rng = random.Random(7)
+    prose = [_book_page(i, "<h1>Recipe " + str(i) + "</h1>" + "".join(f"<p>{sentence(rng, 20)}</p>"
+                                                                          for _ in range(4))) for i in range(2)]
+    rows = "".join(
+        f"<tr><td><a href='/r{k}.html'>Generate {WORDS[k]} values with a {WORDS[k + 2]} {WORDS[k + 3]}</a></td>"
+        f"<td><a href='/crate{k}'>{WORDS[k + 1]}-crate</a></td><td><a href='/cat{k}'>{WORDS[k + 4]}</a></td></tr>"
+        for k in range(9)
+    )
+    index = _book_page(2, "<h1><a class='header' href='#algorithms'>Algorithms</a></h1><table><thead><tr>"
+                          f"<th>Recipe</th><th>Crates</th><th>Categories</th></tr></thead><tbody>{rows}</tbody></table>")
+    pages = [*prose, index]
+    recipes = [f"Generate {WORDS[k]} values with a {WORDS[k + 2]} {WORDS[k + 3]}" for k in range(9)]
+
+    off = dataclasses.replace(PARAMS, pagelevel=dataclasses.replace(PARAMS.pagelevel, max_new_removed_share=1.0))
+    without = verdicts(run(pages, off)[-1])
+    assert sum(without[r][0] == TEMPLATE for r in recipes) >= 7  # the case: the model removes the index
+
+    last = run(pages, PARAMS)[-1]
+    kept = verdicts(last)
+    assert all(kept[r][0] == CONTENT for r in recipes)
+    assert kept["Chapter 0: alpha and beta"][0] == TEMPLATE  # the table's verdict on the sidebar stands
+    assert last.clean is not None and all(r in last.clean.text for r in recipes)

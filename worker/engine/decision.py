@@ -32,6 +32,10 @@ So, once the host's table has learned something (a warm host):
    the host's pages: a product's title, price and attribute values beside its description)
    is content whatever steps 2 and 3 said, unless it is a link list, named template, or
    the slot's constant text (`content_slots`).
+5. Where the verdicts would remove more than `pagelevel.max_new_removed_share` of the page's
+   new text, the model's removals of blocks with new text are undone (`keep_new_text`): a
+   page whose new text is nearly all links (an index, a listing of posts) has its region in
+   the sliver of it outside links, and its content is the links beside it.
 
 On a host's first page (a cold host: the table has nothing to compare with), and on a
 young host's page with no text new to the host (a duplicate of an earlier page, whose content
@@ -202,7 +206,32 @@ def _warm(
             if template[i]:
                 template[i] = False
                 method[i] = METHOD_TABLE
+    if scores is not None and ballot.novel is not None:
+        keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
     return template, method
+
+
+def keep_new_text(template: list[bool], method: list[str], novel: list[int], share: float) -> None:
+    """A later page's new text kept from the model where the verdicts would remove more than
+    `share` of it (in place): the model's removals of blocks with new text are undone. New
+    text is what a page says of its own; a page whose new text is nearly all links (an
+    index, a tag's listing of posts) has its content region in the sliver of it outside links
+    (a table's header row), and the model, outside that region, removes the links that are
+    the page's content. A news page's boxes of other stories are a small part of its new text
+    beside the article. The same guard as a first page's (`cold_max_removed_share`) and a
+    region's (`max_removed_share`), over the text the page brings."""
+    if METHOD_PAGELEVEL not in method:
+        return  # nothing of the model's to undo
+    total = sum(novel)
+    if not total:
+        return
+    removed = sum([n for n, t in zip(novel, template, strict=True) if t])
+    if removed <= share * total:
+        return
+    for i, m in enumerate(method):
+        if m == METHOD_PAGELEVEL and template[i] and novel[i]:
+            template[i] = False
+            method[i] = METHOD_TABLE
 
 
 def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) -> list[int]:

@@ -243,6 +243,14 @@ class PageLevelParams:
         links, such as an index).
     cold_max_removed_share: the same on a host's first page, over all its text, with the
         model read at its lowest threshold (`cold_floor` with a ratio, else `threshold`).
+    max_new_removed_share: on a later page, the model's removals of new text (text the
+        host's table did not hold) are ignored where the page's verdicts would remove more
+        than this share of all its new text: the page says nearly nothing of its own outside
+        links, so its region is a sliver, and its content is the links the model removes
+        beside it (an index, a listing of posts on a young host). Not in the held-out grid:
+        on the corpora in their crawl order no page reaches it (the highest share, on a news
+        page, is 0.84); chosen on ../shared/crawl's pages over 0.8 (docs/measurements.md, "A
+        later page's new text nearly all removed").
     cold_min_kept: and the first page stays whole when the model, read there, would keep
         fewer than this many characters of it (a table of contents whose every line is a
         link, leaving the copyright line: not a page's content). 0: no such guard. Chosen on
@@ -272,6 +280,7 @@ class PageLevelParams:
     outer_ratio: float = 10.0
     max_removed_share: float = 0.5
     cold_max_removed_share: float = 0.95
+    max_new_removed_share: float = 0.9
     cold_min_kept: int = 200
     smoothing: float = 0.0
     weighting: str = "log"
@@ -284,7 +293,7 @@ class PageLevelParams:
             raise ConfigError(f"weighting must be unit, log, sqrt or chars, not {self.weighting!r}")
         for name in (
             "threshold", "cold_quantile", "cold_floor", "inner_threshold", "region_quantile", "outer_threshold",
-            "max_removed_share", "cold_max_removed_share",
+            "max_removed_share", "cold_max_removed_share", "max_new_removed_share",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"pagelevel.{name} must be in [0, 1]")
