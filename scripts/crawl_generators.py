@@ -1,7 +1,8 @@
 """Approximate gold on an unlabelled crawl: each generator's content element, host by host.
 
     detemplate run ../shared/crawl/pages.jsonl.gz -o out.jsonl
-    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10] [--first] [--lost] [--others]
+    python scripts/crawl_generators.py ../shared/crawl out.jsonl [--worst 10] [--first] [--lost]
+        [--removed N] [--others]
 
 The crawl has no gold, but a documentation generator puts a page's own content in an element
 of its own (Sphinx's `div[role=main]`, rustdoc's `#main-content`, Doxygen's `div.contents`,
@@ -16,7 +17,9 @@ hosts where the output is under keeping all: a run that removes real content on 
 nobody chose anything on. A line does the same for the hosts' first pages alone (each host's
 first page in the crawl's order: its home page, which the page-level model judges alone), and
 counts those more than 0.05 under the page whole; `--first` lists those pages (P, R and F1, the
-page whole's F1, the generator and the URL), to be read page by page.
+page whole's F1, the generator and the URL), to be read page by page. `--removed N` lists the
+N later pages with the least recall among those whose element is most of the page (the page
+whole scores at least 0.6): content removed on a warm host.
 
 Blog generators (Hugo, Hexo, Pelican, ...) have no such element. On their pages with one
 `<article>`, the article's paragraphs (its `p` elements, leaving out the article's own header,
@@ -112,6 +115,8 @@ class Scores:
     under_first: list[tuple[float, float, float, float, float, str, str]] = field(default_factory=list)
     paragraphs: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
     lost: list[tuple[float, str, str]] = field(default_factory=list)  # recall, generator, url
+    # a documentation host's later pages: recall, precision, F1, the page whole's F1, generator, url
+    later: list[tuple[float, float, float, float, str, str]] = field(default_factory=list)
 
     def host_means(self) -> list[tuple[str, float, float, int]]:
         """Each host's mean F1, keeping all's, and its pages scored."""
@@ -188,7 +193,9 @@ class Gold:
             precision, recall, kept = page_prf(tokens(text), counts)
             everything = page_prf(self.body[url], counts)[2]
             out.hosts[host].append((kept, everything))
-            if url in self.first_urls:
+            if url not in self.first_urls:
+                out.later.append((recall, precision, kept, everything, self.generator[host], url))
+            else:
                 out.first.append((kept, everything))
                 if kept < everything - 0.05:
                     out.under_first.append((kept - everything, precision, recall, kept, everything,
@@ -215,6 +222,9 @@ def main() -> int:
                     help="list the first pages more than 0.05 under the page whole, worst first")
     ap.add_argument("--lost", action="store_true",
                     help="list the blog pages that kept less than 90%% of their article's paragraphs")
+    ap.add_argument("--removed", type=int, default=0, metavar="N",
+                    help="list the N later pages (not a host's first) of documentation hosts with the least recall "
+                         "where the page whole scores at least 0.6 (the element is most of the page: content removed)")
     ap.add_argument("--others", action="store_true",
                     help="score resiliparse's and trafilatura's main content on the same pages, where installed "
                          "(trafilatura takes minutes)")
@@ -248,6 +258,11 @@ def main() -> int:
         print(f"{'margin':>7} {'P':>5} {'R':>5} {'F1':>5} {'all':>5}  generator, first page")
         for margin, precision, recall, kept, everything, gen, url in sorted(ours.under_first):
             print(f"{margin:+7.3f} {precision:5.2f} {recall:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
+    if args.removed:
+        print(f"{'R':>5} {'P':>5} {'F1':>5} {'all':>5}  generator, later page (least recall, the page whole >= 0.6)")
+        for recall, precision, kept, everything, gen, url in sorted(r for r in ours.later if r[3] >= 0.6)[
+            : args.removed]:
+            print(f"{recall:5.2f} {precision:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
     if args.others:
         compare(gold, ours)
     return 0

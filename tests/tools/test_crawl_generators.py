@@ -94,6 +94,18 @@ def test_the_gold_leaves_out_mathml_a_reader_does_not_see(tmp_path: Path) -> Non
     assert "macro F1 1.000" in _run(crawl, out)  # the rendered "1" once, as the engine keeps it
 
 
+def test_removed_lists_the_later_pages_with_the_least_recall(tmp_path: Path) -> None:
+    crawl = _crawl(tmp_path)
+    bad = _output(tmp_path, keep_content=False)
+    done = subprocess.run([sys.executable, str(SCRIPT), str(crawl), str(bad), "--removed", "1"], capture_output=True,
+                          text=True, check=True, timeout=120)
+    listed = [line for line in done.stdout.splitlines() if "Sphinx, https://docs.example/" in line]
+    # Pages 2 and 3 are later pages (the element is 17 of the body's 21 tokens: the page whole
+    # scores 0.89), both with recall 0; one is asked for; the first page is never listed.
+    assert len(listed) == 1 and listed[0].split()[0] == "0.00" and "docs.example/0.html" not in listed[0]
+    assert "least recall" not in _run(crawl, bad)
+
+
 def test_first_lists_the_first_pages_under_the_page_whole(tmp_path: Path) -> None:
     crawl = _crawl(tmp_path)
     bad = _output(tmp_path, keep_content=False)
