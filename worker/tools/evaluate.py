@@ -820,6 +820,8 @@ def _handle(args: argparse.Namespace) -> int:
         print(f"detemplate eval: {exc}", file=sys.stderr)
         return 2
     anchors = find_anchors(folders)
+    # how the pages were ordered, when not in each corpus's own order
+    order_note = ORDER_NOTES[args.order].format(seed=args.seed) if args.order != "input" else ""
     replays = None
     if args.loco:
         from .loco import run_loco
@@ -832,7 +834,8 @@ def _handle(args: argparse.Namespace) -> int:
         doc = {
             "corpora": [r.as_dict() for r in results],
             "summary": [s.as_dict() for s in summaries(results)],
-            "order": args.order if args.order != "shuffled" else f"shuffled (seed {args.seed})",
+            "order": args.order,
+            "seed": args.seed if args.order == "shuffled" else None,
         }
         print(json.dumps(doc, indent=1))
     else:
@@ -844,15 +847,15 @@ def _handle(args: argparse.Namespace) -> int:
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
         print(" pages/s: time in process_page only, on a shared machine: noisy)")
-        if args.order != "input":
-            print(f"(each corpus's pages {ORDER_NOTES[args.order].format(seed=args.seed)}, not in its own order)")
+        if order_note:
+            print(f"(each corpus's pages {order_note}, not in its own order)")
     if replays is not None:
         print()
         print(format_loco(results, replays, anchors))
     if args.report is not None:
         note = "defaults with " + ", ".join(args.param) if args.param else "defaults"
-        if args.order != "input":
-            note += f"; pages {ORDER_NOTES[args.order].format(seed=args.seed)}"
+        if order_note:
+            note += f"; pages {order_note}"
         written = write_report(results, anchors, args.report, note)
         print(f"report: {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
