@@ -260,8 +260,8 @@ def main() -> int:
             print(f"{margin:+7.3f} {precision:5.2f} {recall:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
     if args.removed:
         print(f"{'R':>5} {'P':>5} {'F1':>5} {'all':>5}  generator, later page (least recall, the page whole >= 0.6)")
-        for recall, precision, kept, everything, gen, url in sorted(r for r in ours.later if r[3] >= 0.6)[
-            : args.removed]:
+        removed = sorted(r for r in ours.later if r[3] >= 0.6)[: args.removed]
+        for recall, precision, kept, everything, gen, url in removed:
             print(f"{recall:5.2f} {precision:5.2f} {kept:5.2f} {everything:5.2f}  {gen}, {url}")
     if args.others:
         compare(gold, ours)

@@ -206,7 +206,7 @@ def _warm(
             if template[i]:
                 template[i] = False
                 method[i] = METHOD_TABLE
-    if scores is not None and ballot.novel is not None:
+    if ballot.novel is not None:  # keep_new_text returns at once where the model removed nothing
         keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
     return template, method
 

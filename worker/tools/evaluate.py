@@ -252,10 +252,10 @@ def load_pages(path: Path) -> list[RawPage]:
     return pages
 
 
-# The orders `eval --order` decides a corpus's pages in: the folder's own (a crawl's), by URL
-# (a sorted dump, a sitemap's), or shuffled (no order at all).
-ORDERS = ("input", "url", "shuffled")
-ORDER_NOTES = {"url": "sorted by URL", "shuffled": "shuffled (seed {seed})"}
+# The orders `eval --order` decides a corpus's pages in, each with how the output names it:
+# the folder's own (a crawl's), by URL (a sorted dump, a sitemap's), or shuffled.
+ORDER_NOTES = {"input": "", "url": "sorted by URL", "shuffled": "shuffled (seed {seed})"}
+ORDERS = tuple(ORDER_NOTES)
 
 
 def reorder(pages: Sequence[RawPage], order: str, seed: int = 0) -> tuple[RawPage, ...]:
@@ -821,7 +821,7 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     anchors = find_anchors(folders)
     # how the pages were ordered, when not in each corpus's own order
-    order_note = ORDER_NOTES[args.order].format(seed=args.seed) if args.order != "input" else ""
+    order_note = ORDER_NOTES[args.order].format(seed=args.seed)
     replays = None
     if args.loco:
         from .loco import run_loco
