@@ -291,8 +291,9 @@ def _main(args: argparse.Namespace) -> int:
                                "compression": args.compression or "none",
                                "snapshot_every": args.snapshot_every, "offline_pages_per_s": round(offline_rate, 1),
                                **table_figs}
-    broker = LocalBroker(log_path=tmp / "broker.log").start()
+    broker = LocalBroker(log_path=tmp / "broker.log")
     try:
+        broker.start()  # inside: a broker that does not start leaves no temporary folder behind
         settings = StreamSettings(broker=broker.url, partitions=args.partitions, out_partitions=args.partitions,
                                   tansu=True, snapshot_every=args.snapshot_every, session_timeout_s=6.0,
                                   heartbeat_s=1.0, rebalance_timeout_s=6.0, metrics_host="127.0.0.1",

@@ -346,7 +346,11 @@ class LocalBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout_s: float = 10.0) -> LocalBroker:
+    # A start is some 20 ms, but the first exec of the 41 MB binary reads it from disk: 1.0 s
+    # under strace on this machine, and in one run of the test suite, its disk busy, no
+    # banner within 10 s. The deadline bounds a broker that never listens; it costs a
+    # healthy start nothing.
+    def start(self, timeout_s: float = 60.0) -> LocalBroker:
         listener = f"tcp://127.0.0.1:{self.port}"
         cmd = [
             self._bin,

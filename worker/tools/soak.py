@@ -530,9 +530,10 @@ def _main(args: argparse.Namespace) -> int:
     print(f"soak: {args.pages:,} pages over {args.hosts:,} hosts (about {args.pages // args.hosts} each, "
           f"{crawl.redesigned} redesigned once), {args.partitions} partitions, K = {args.snapshot_every}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="detemplate-soak-"))
-    broker = LocalBroker(log_path=tmp / "broker.log").start()
+    broker = LocalBroker(log_path=tmp / "broker.log")
     run: Run | None = None
     try:
+        broker.start()  # inside: a broker that does not start leaves no temporary folder behind
         metrics_port = free_port()
         settings = StreamSettings(
             broker=broker.url, partitions=args.partitions, out_partitions=args.partitions, tansu=True,
