@@ -99,6 +99,37 @@ def test_a_block_repeated_on_every_page_is_layout() -> None:
     assert inherited and all(last[t][0] == TEMPLATE for t in inherited)
 
 
+def test_repetition_inside_the_region_takes_at_most_its_share_of_the_regions_text() -> None:
+    # An API's classes that inherit the same members, one after another (a crawl sorted by
+    # URL): the inherited section is at paths that never carried new text, on every page so
+    # far, so it looks like the host's layout; the page's own text is three short lines.
+    # Past `max_removed_share` of the region's text the table's removals inside the region
+    # are undone; the navigation and the footer outside it stay template.
+    members = "".join(f"<p><a href='/base#{w}'>{w}</a> ({WORDS[k + 1]}: Tree, {WORDS[k + 2]}: Int): Void</p>"
+                      for k, w in enumerate(WORDS[:5]))
+
+    def node_page(i: int) -> RawPage:
+        own = (f"<h1>Class Node{i}</h1><p>Reads the {WORDS[i % 16]} input {i}.</p>"
+               f"<p>Since version {i}.{i % 7}.</p>")
+        body = f"<h3>Methods inherited from BaseNode</h3>{members}"
+        html = (f"<html><body><header>{NAV}</header><main><div class='content'>{own}"
+                f"<section class='inherited'>{body}</section></div></main>{FOOTER}</body></html>")
+        return RawPage(f"https://api.example/Node{i}.html", html, "api.example")
+
+    pages = [node_page(i) for i in range(12)]
+    off = dataclasses.replace(NO_MODEL, pagelevel=dataclasses.replace(NO_MODEL.pagelevel, max_removed_share=1.0))
+    without = verdicts(run(pages, off)[-1])
+    inherited = [t for t in without if t.startswith("Methods inherited from BaseNode")]
+    assert inherited and all(without[t][0] == TEMPLATE for t in inherited)  # the case: it looks like layout
+
+    last = run(pages)[-1]
+    kept = verdicts(last)
+    assert all(kept[t][0] == CONTENT for t in inherited)
+    assert any(t.startswith("Class Node11") and v[0] == CONTENT for t, v in kept.items())
+    assert kept["Home"][0] == TEMPLATE and kept["Copyright 2026 Example Project. All rights reserved."][0] == TEMPLATE
+    assert last.clean is not None and f"{WORDS[0]} ({WORDS[1]}: Tree, {WORDS[2]}: Int): Void" in last.clean.text
+
+
 def test_outside_the_region_a_layout_path_is_template_before_its_text_is_frequent() -> None:
     # A box beside the content that shows one of two texts in turn: each text is on fewer
     # than template_df of the host's pages, so the table alone keeps it; its path is on every

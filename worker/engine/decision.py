@@ -26,7 +26,12 @@ So, once the host's table has learned something (a warm host):
    which `pagelevel.region_quantile` of the region's kept text lies, by characters), and
    above `pagelevel.inner_threshold`; unless it would remove more than
    `pagelevel.max_removed_share` of the region's text (a page whose content is links: an
-   index, a member list).
+   index, a member list). The same share bounds the repetition: where the table's
+   removals inside the region, of blocks no template word or navigation element names,
+   would take more than that share of the region's text, they are undone
+   (`keep_region_text`): a host whose pages so far are all of one type (an API's classes
+   that inherit the same members, in a crawl sorted by URL) has that type's repeated
+   content at paths that never carried new text, which look like its layout.
 4. Beside the region, in the nearest element around it that holds other blocks, a block at
    one of the host's content slots (a path with new text on most of its pages, on most of
    the host's pages: a product's title, price and attribute values beside its description)
@@ -201,7 +206,8 @@ def _warm(
         template, method = block_decisions_python(*args)
     else:  # the same loops, compiled (page/_walk.pyx block_decisions)
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
-    if nodes is not None and any(template):
+    if nodes is not None and cues is not None and any(template):
+        keep_region_text(template, method, cues, chars, first, end, plp.max_removed_share)
         for i in content_slots(ballot, params, first, end):
             if template[i]:
                 template[i] = False
@@ -209,6 +215,44 @@ def _warm(
     if ballot.novel is not None:  # keep_new_text returns at once where the model removed nothing
         keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
     return template, method
+
+
+def keep_region_text(
+    template: list[bool], method: list[str], cues: PageTree, chars: list[int], first: int, end: int, share: float
+) -> None:
+    """The content region's text kept from the table where its removals inside the region
+    (nodes [first, end)) would take more than `share` of the region's text (in place): the
+    removals of blocks that no template word in a class or id, nor a navigation element (nav,
+    menu, aside, footer, form), names between them and the region are undone. Inside the
+    region repetition counts only at the host's layout paths, paths that never carried new
+    text; a host whose pages so far are all of one type (an API's classes that inherit the
+    same members, a crawl sorted by URL) has that type's repeated content at such paths, and
+    the page's own text is its name. A "Next/Previous" bar or a copyright line inside the
+    content element is a small part of it. The same guard as the model's inside the region
+    (`pagelevel.max_removed_share`). A region that is the page itself (the body) holds the
+    site's layout, and is left alone."""
+    tags = cues.tag
+    if tags[first] in _PAGE_TAGS:
+        return
+    nodes = cues.node_of_block
+    lo, hi = _blocks_in(nodes, first, end)
+    if not any(template[lo:hi]):
+        return
+    flags, parent = cues.flags, cues.parent
+    unnamed = []
+    for i in range(lo, hi):
+        if not template[i] or method[i] == METHOD_PAGELEVEL:
+            continue
+        at = nodes[i]
+        while at != first and not (flags[at] & F_THINT or tags[at] in _NAVIGATION):
+            at = parent[at]
+        if at == first:
+            unnamed.append(i)
+    if not unnamed or sum([chars[i] for i in unnamed]) <= share * sum(chars[lo:hi]):
+        return
+    for i in unnamed:
+        template[i] = False
+        method[i] = METHOD_TABLE
 
 
 def keep_new_text(template: list[bool], method: list[str], novel: list[int], share: float) -> None:
