@@ -239,15 +239,8 @@ def keep_region_text(
     if not any(template[lo:hi]):
         return
     flags, parent = cues.flags, cues.parent
-    unnamed = []
-    for i in range(lo, hi):
-        if not template[i] or method[i] == METHOD_PAGELEVEL:
-            continue
-        at = nodes[i]
-        while at != first and not (flags[at] & F_THINT or tags[at] in _NAVIGATION):
-            at = parent[at]
-        if at == first:
-            unnamed.append(i)
+    unnamed = [i for i in range(lo, hi) if template[i] and method[i] != METHOD_PAGELEVEL
+               and not _named(flags, parent, tags, nodes[i], first)]
     if not unnamed or sum([chars[i] for i in unnamed]) <= share * sum(chars[lo:hi]):
         return
     for i in unnamed:
@@ -333,10 +326,7 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
                     paths = Counter([layout[nodes[j]] for j in range(lo, hi)])
                 if paths[layout[node]] > 1:
                     continue  # an item of a list of links
-        at = node
-        while at != top and not (flags[at] & F_THINT or tags[at] in _NAVIGATION):
-            at = parent[at]
-        if at != top:
+        if _named(flags, parent, tags, node, top):
             continue  # a template word or a navigation element names it
         floor = max(threshold, rp.slot_constant * round(presence[i] * ballot.layout_pages))  # pages with the slot
         total = constant = 0
@@ -347,6 +337,17 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
         if 2 * constant < total:
             out.append(i)
     return out
+
+
+def _named(flags: list[int], parent: list[int], tags: list[str], node: int, top: int) -> bool:
+    """Whether a template word in a class or id, or a navigation element (nav, menu, aside,
+    footer, form), names the node or an element between it and its ancestor `top` (not
+    `top` itself)."""
+    while node != top:
+        if flags[node] & F_THINT or tags[node] in _NAVIGATION:
+            return True
+        node = parent[node]
+    return False
 
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
