@@ -29,9 +29,9 @@ So, once the host's table has learned something (a warm host):
    index, a member list). The same share bounds the repetition: where the table's
    removals inside the region, of blocks no template word or navigation element names,
    would take more than that share of the region's text, they are undone
-   (`keep_region_text`): a host whose pages so far are all of one type (an API's classes
+   (`keep_region_text`): a host whose pages so far are mostly of one type (an API's classes
    that inherit the same members, in a crawl sorted by URL) has that type's repeated
-   content at paths that never carried new text, which look like its layout.
+   content at paths that seldom carried new text, which look like its layout.
 4. Beside the region, in the nearest element around it that holds other blocks, a block at
    one of the host's content slots (a path with new text on most of its pages, on most of
    the host's pages: a product's title, price and attribute values beside its description)
@@ -224,8 +224,8 @@ def keep_region_text(
     (nodes [first, end)) would take more than `share` of the region's text (in place): the
     removals of blocks that no template word in a class or id, nor a navigation element (nav,
     menu, aside, footer, form), names between them and the region are undone. Inside the
-    region repetition counts only at the host's layout paths, paths that never carried new
-    text; a host whose pages so far are all of one type (an API's classes that inherit the
+    region repetition counts only at the host's layout paths, paths that seldom carried new
+    text; a host whose pages so far are mostly of one type (an API's classes that inherit the
     same members, a crawl sorted by URL) has that type's repeated content at such paths, and
     the page's own text is its name. A "Next/Previous" bar or a copyright line inside the
     content element is a small part of it. The same guard as the model's inside the region

@@ -242,7 +242,7 @@ class PageLevelParams:
         would remove more than this share of the region's text (a page whose content is
         links, such as an index); so are the table's removals there, of blocks no template
         word or navigation element names, where they would (a host whose pages so far are
-        all of one type, its repeated content at paths that look like layout).
+        mostly of one type, its repeated content at paths that look like layout).
     cold_max_removed_share: the same on a host's first page, over all its text, with the
         model read at its lowest threshold (`cold_floor` with a ratio, else `threshold`).
     max_new_removed_share: on a later page, the model's removals of new text (text the
