@@ -12,9 +12,10 @@ several crawls mixed. A host's run of pages of one type (an API's classes one af
 is what a sorted order gives and a crawl's order hides (docs/measurements.md, "Repetition
 inside the region bounded by the region's share").
 
-The order is `detemplate.tools.evaluate.reorder`'s: a stable sort by the records' "url", or
-`random.Random(seed).shuffle` of the records. The lines are written as they were read (only
-their "url" is decoded); a line without one is an error that names it. The output is gzip
+The order is `detemplate.tools.evaluate.reorder`'s, which orders the lines: a stable sort by
+the records' "url", or `random.Random(seed).shuffle` of the records. The lines are written as
+they were read (only their "url" is decoded, for the sort); a line without one is an error
+that names it. The output is gzip
 compressed when its name ends in .gz. Prints what it wrote; asserts nothing.
 """
 
@@ -23,10 +24,11 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import random
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
+
+from detemplate.tools.evaluate import reorder
 
 
 def _open(path: Path, mode: str) -> IO[str]:
@@ -35,20 +37,27 @@ def _open(path: Path, mode: str) -> IO[str]:
     return open(path, mode, encoding="utf-8")
 
 
+class Line(NamedTuple):
+    """A record's line, with its "url" where the order needs it ("" for a shuffle)."""
+
+    url: str
+    line: str
+
+
+def _url(line: str, number: int, source: str) -> str:
+    try:
+        return str(json.loads(line)["url"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"{source}:{number}: not a JSON record with a \"url\" ({exc!r})") from None
+
+
 def reordered(lines: list[str], order: str, seed: int, source: str = "input") -> list[str]:
-    """The JSONL lines in `order` ("url" or "shuffled")."""
-    if order == "shuffled":
-        out = list(lines)
-        random.Random(seed).shuffle(out)
-        return out
-    keys = []
-    for number, line in enumerate(lines, 1):
-        try:
-            url = json.loads(line)["url"]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SystemExit(f"{source}:{number}: not a JSON record with a \"url\" ({exc!r})") from None
-        keys.append(url)
-    return [line for _, line in sorted(zip(keys, lines, strict=True), key=lambda pair: pair[0])]
+    """The JSONL lines in `order` ("url" or "shuffled"), by `reorder`."""
+    if order == "url":
+        records = [Line(_url(line, number, source), line) for number, line in enumerate(lines, 1)]
+    else:
+        records = [Line("", line) for line in lines]
+    return [record.line for record in reorder(records, order, seed)]
 
 
 def main() -> int:

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser
 from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
@@ -258,9 +258,18 @@ ORDER_NOTES = {"input": "", "url": "sorted by URL", "shuffled": "shuffled (seed 
 ORDERS = tuple(ORDER_NOTES)
 
 
-def reorder(pages: Sequence[RawPage], order: str, seed: int = 0) -> tuple[RawPage, ...]:
+class _Addressed(Protocol):
+    @property
+    def url(self) -> str: ...
+
+
+P = TypeVar("P", bound=_Addressed)
+
+
+def reorder(pages: Sequence[P], order: str, seed: int = 0) -> tuple[P, ...]:
     """`pages` in `order` (ORDERS): as given, sorted by URL (a stable sort), or shuffled by
-    `seed`. Each host's pages keep whatever order that gives them; the engine decides them so."""
+    `seed`. Each host's pages keep whatever order that gives them; the engine decides them so.
+    Anything with a `url` is ordered alike (scripts/reorder_pages.py orders a crawl's lines)."""
     if order == "input":
         return tuple(pages)
     if order == "url":
