@@ -36,7 +36,7 @@ So, once the host's table has learned something (a warm host):
    one of the host's content slots (a path with new text on most of its pages, on most of
    the host's pages: a product's title, price and attribute values beside its description)
    is content whatever steps 2 and 3 said, unless it is a link list, named template, or
-   the slot's constant text (`content_slots`).
+   the slot's constant text with nothing new to the host (`content_slots`).
 5. Where the verdicts would remove more than `pagelevel.max_new_removed_share` of the page's
    new text, the model's removals of blocks with new text are undone (`keep_new_text`): a
    page whose new text is nearly all links (an index, a listing of posts) has its region in
@@ -286,9 +286,11 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
     other pages, or one link beside blocks at the same layout path; links on names inside a
     line, an API signature's types, a heading's module path, make no link list), has no
     template word in its class or id nor a navigation element (nav, menu, aside, footer,
-    form) between it and that element, and its text is not the slot's constant text (less
+    form) between it and that element, and its text is not the slot's constant text: less
     than half of its characters in segments that the table holds as template and that are on
-    at least `region.slot_constant` of the pages that have the slot: a label, a notice)."""
+    at least `region.slot_constant` of the pages that have the slot (a label, a notice), or
+    any text new to the host (the slot filled on this page: a product's title in a buy box
+    whose button and delivery notice are the shop's)."""
     rp = params.region
     cues = ballot.cues
     novelty, presence, segment_dfs = ballot.novelty, ballot.presence, ballot.segment_dfs
@@ -309,7 +311,7 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
     chars, achars, links, flags, layout = cues.chars, cues.achars, cues.links, cues.flags, cues.layout
     keys, dfs = segment_dfs
     threshold = params.table.threshold(ballot.pages)
-    blocks = ballot.blocks
+    blocks, novel = ballot.blocks, ballot.novel
     paths: Counter[int] | None = None  # the layout paths of the element's blocks, when needed
     out = []
     for i in itertools.chain(range(lo, inner_lo), range(inner_hi, hi)):  # the element's blocks beside the region
@@ -328,13 +330,16 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
                     continue  # an item of a list of links
         if _named(flags, parent, tags, node, top):
             continue  # a template word or a navigation element names it
+        if novel is not None and novel[i]:
+            out.append(i)  # the slot filled on this page: text new to the host
+            continue
         floor = max(threshold, rp.slot_constant * round(presence[i] * ballot.layout_pages))  # pages with the slot
         total = constant = 0
         for key, _text, length in blocks[i][1]:
             total += length
             if dfs[bisect_left(keys, key)] >= floor:
                 constant += length
-        if 2 * constant < total:
+        if 2 * constant < total:  # not the slot's constant text
             out.append(i)
     return out
 

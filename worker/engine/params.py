@@ -178,7 +178,7 @@ class RegionParams:
         most pages that have it, on most of the host's pages: a product's title, price,
         attribute values) is content unless its text is the slot's constant text: at least
         half of it in template segments on at least this share of the pages that have the
-        slot (a label, a notice).
+        slot (a label, a notice), and none of it new to the host.
         0 turns the slots off. Chosen on generated shops: the corpora score within 0.001 for
         any value from 0.5 to 0.95 (docs/region.md, "Content slots beside the region").
     slot_link_chars: such a block with half of its text in two or more links is a link list

@@ -373,7 +373,7 @@ def make_site(
     ]
 
 
-SHOP_STYLES = ("table", "list", "dl", "deep")
+SHOP_STYLES = ("table", "list", "dl", "deep", "box")
 
 
 @dataclass(frozen=True)
@@ -392,8 +392,10 @@ def make_shop(host: str, n_pages: int, seed: int = 0, style: str = "table") -> l
     bought" list of other products and a footer. Attribute values recur across products,
     some on most of them (a format on 60% of the pages, a language on 80%), as a shop's do.
     `style` is the attributes' markup: a table of th/td rows, a list of "Label: value" lines,
-    a dl, or ("deep") the table with the title, price and attributes in one element and the
-    description nested in another."""
+    a dl, ("deep") the table with the title, price and attributes in one element and the
+    description nested in another, or ("box") the table with the title, author, price, the
+    basket button and a delivery notice that is the same on every product in one block (no
+    block element between them: a buy box whose text is mostly the shop's)."""
     if style not in SHOP_STYLES:
         raise ValueError(f"style must be one of {SHOP_STYLES}")
     rng = random.Random(f"{host}|{seed}|shop")
@@ -431,6 +433,13 @@ def make_shop(host: str, n_pages: int, seed: int = 0, style: str = "table") -> l
             f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by <a href="/a/{i}/">{_esc(author)}</a></p>'
             f'<div class="buy"><span class="price">{price}</span> <button>Add to basket</button></div>{table}'
         )
+        if style == "box":
+            info = (
+                f'<div class="buy-box"><h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by '
+                f'<a href="/a/{i}/">{_esc(author)}</a></p><p class="price">{price}</p><button>Add to basket</button>'
+                "<p>Free delivery on orders over 20 EUR. Usually dispatched within two working days.</p></div>"
+                f"{table}"
+            )
         text = f'<div class="description"><h2>Description</h2><p>{_esc(description)}</p></div>'
         if style == "deep":
             product = f'<div class="product"><div class="info">{info}</div><div class="tabs">{text}</div></div>'
