@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
+import detemplate.engine.decision as decision_module
 import numpy as np
 import pytest
 from detemplate.engine.decision import (
@@ -672,3 +673,44 @@ def test_a_later_page_whose_new_text_is_nearly_all_links_keeps_them() -> None:
     assert all(kept[r][0] == CONTENT for r in recipes)
     assert kept["Chapter 0: alpha and beta"][0] == TEMPLATE  # the table's verdict on the sidebar stands
     assert last.clean is not None and all(r in last.clean.text for r in recipes)
+
+
+def _headline_page(i: int, headline: str) -> RawPage:
+    """A news article with its headline in a header block beside the byline, a breadcrumb
+    that repeats the headline, and the title naming it."""
+    rng = random.Random(i)
+    body = "".join(f"<p>{sentence(rng, 22)}</p>" for _ in range(6))
+    html = (
+        f"<html><head><title>{headline} | The Daily Example</title></head><body><header>{NAV}</header>"
+        f"<ul class='breadcrumb'><li><a href='/'>Home</a></li><li>{headline}</li></ul>"
+        f"<div class='wrap'><div class='article-header'><h1>{headline}</h1><span>By Ann Lee</span></div>"
+        f"<div class='article-body'>{body}</div></div>{FOOTER}</body></html>"
+    )
+    return RawPage(f"https://news.example/{i}.html", html, "news.example")
+
+
+HEADLINES = (
+    "Council approves the new river bridge",
+    "Storm closes schools across the county",
+    "Local team wins the regional final",
+    "Museum reopens after a long restoration",
+)
+
+
+@pytest.mark.parametrize("i", range(len(HEADLINES)))
+def test_the_headline_the_title_names_is_kept_from_the_model(i: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host's first page: the model alone decides, and it scores the short header block
+    # above the article (a template word in its class, few words) as the site's. The title
+    # names the headline, so the block that holds it stays; the breadcrumb's entry that
+    # repeats it is a list item, and the navigation and footer stay template.
+    headline = HEADLINES[i]
+    out = decide(_headline_page(i, headline), HostTable(PARAMS.table), PARAMS)
+    assert out.clean is not None
+    blocks = [b for b in out.clean.blocks if headline in b.text]
+    assert [b.verdict for b in blocks] == [TEMPLATE, CONTENT]  # the breadcrumb's entry, the header block
+    assert blocks[1].text.startswith(headline) and headline in out.clean.text
+    assert "All rights reserved" not in out.clean.text
+    # Without the rule the model removes the headline: the test above can fail.
+    monkeypatch.setattr(decision_module, "keep_headline", lambda *args: None)
+    off = decide(_headline_page(i, headline), HostTable(PARAMS.table), PARAMS)
+    assert off.clean is not None and headline not in off.clean.text

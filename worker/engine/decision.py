@@ -58,6 +58,13 @@ page, its introduction and the site's table of contents in one element).
 Without the model, a cold page is kept whole (but for the sections its markup names, below).
 The block with the page's most plain text is never template by the model.
 
+On every page, cold or warm, the page's headline is never template by the model either: the
+first block the model removed whose words are mostly the page's <title>'s and hold at least
+half of the title's words ("Headline | Site"), unless it is a list item or lies in a
+navigation element (nav, footer, aside, form): a breadcrumb's or a menu's entry that repeats
+the title (`keep_headline`). The model reads a block's shape, not what it says, and scores a
+short line in a header element above the article as the site's. The table's removals stand.
+
 Why a text level: the model's scores are calibrated on a crawl, not on the page at hand.
 The same templateness (0.05, say) is a docstring on a documentation site, whose text all
 scores high, and a photo caption on a news site, whose article scores a thousand times
@@ -86,9 +93,11 @@ replays it over recorded ballots to choose parameters leave-one-corpus-out.
 from __future__ import annotations
 
 import itertools
+import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from operator import and_
 from typing import NamedTuple
 
 import numpy as np
@@ -96,7 +105,19 @@ import numpy as np
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
 from .page import compiled
-from .page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED, F_THINT
+from .page.cues import (
+    F_COMMENTS,
+    F_IN_ASIDE,
+    F_IN_COMMENTS,
+    F_IN_FOOTER,
+    F_IN_FORM,
+    F_IN_NAV,
+    F_IN_OTHER,
+    F_IN_RELATED,
+    F_OTHER,
+    F_RELATED,
+    F_THINT,
+)
 from .page.tree import PageTree, main_block
 from .params import EngineParams, PageLevelParams
 
@@ -172,6 +193,7 @@ def decide_blocks(ballot: Ballot, params: EngineParams, roles: bool = True) -> B
         template, method = _warm(ballot, params, chars, tally.template_chars, scores)
     else:
         template, method = _cold(ballot.cues, scores, chars, params.pagelevel)
+    keep_headline(ballot, template, method)
     aside = aside_blocks(ballot.cues)
     for i in aside:  # such a section's blocks leave the text, whatever the other evidence said
         if not template[i]:
@@ -215,6 +237,71 @@ def _warm(
     if ballot.novel is not None:  # keep_new_text returns at once where the model removed nothing
         keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
     return template, method
+
+
+_WORD = re.compile(r"\w+")  # a word, as the scorer's tokens are
+_IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
+
+
+def keep_headline(ballot: Ballot, template: list[bool], method: list[str]) -> None:
+    """The page's headline kept from the model (in place): the first block the model removed
+    that `_headlines` takes for one. The table's removals stand: a site's name that is its
+    whole title on every page is its layout."""
+    if METHOD_PAGELEVEL not in method:
+        return
+    removed = list(itertools.compress(range(len(method)), map(and_, template, map(METHOD_PAGELEVEL.__eq__, method))))
+    if not removed:
+        return
+    found = ballot.headlines  # made before the blocks' texts were dropped (tools/loco.py)
+    if found is not None:
+        hit = next((i for i in removed if i in found), -1)
+    else:
+        hit = next(iter(_headlines(ballot, removed)), -1)
+    if hit >= 0:
+        template[hit] = False
+
+
+def headline_blocks(ballot: Ballot) -> list[int]:
+    """Every block `_headlines` takes for a headline, kept on the ballot (for a replay of the
+    decision once the blocks' texts are gone)."""
+    ballot.headlines = list(_headlines(ballot, range(len(ballot.blocks))))
+    return ballot.headlines
+
+
+def _headlines(ballot: Ballot, candidates: Iterable[int]) -> Iterator[int]:
+    """The candidate blocks that may be the page's headline, in the order given: their words
+    are mostly the title's and hold at least half of the title's words. A page names its own
+    headline in its <title> ("Headline | Site"); the model, which reads a block's shape and
+    not what it says, scores a short line in a header element above the article as the
+    site's. A list item (a menu's or a breadcrumb's entry that repeats the title) and a block
+    in a navigation element (nav, footer, aside, form) are no headline."""
+    title, cues = ballot.title, ballot.cues
+    if not title or cues is None:
+        return
+    words = set(_WORD.findall(title.lower()))
+    need = (len(words) + 1) // 2  # at least half of the title's words
+    if not need:
+        return
+    # Bounds that spare the reading of other blocks: a block that holds `need` of the title's
+    # words is at least as long as the shortest `need` of them, holds one of any
+    # len(words) - need + 1 of them (the longest are looked for, as substrings), and one
+    # whose words are mostly the title's is not much longer than the title.
+    by_length = sorted(words, key=len)
+    low, high = sum(map(len, by_length[:need])), 4 * len(title)
+    some = by_length[need - 1 :]
+    text, flags, tags, nodes = cues.text, cues.flags, cues.tag, cues.node_of_block
+    chars = ballot.tally().chars
+    for i in candidates:
+        node = nodes[i]
+        if not low <= chars[i] <= high or tags[node] == "li" or flags[node] & _IN_NAVIGATION:
+            continue
+        lowered = text[node].lower()
+        if not any(word in lowered for word in some):
+            continue
+        own = set(_WORD.findall(lowered))
+        shared = len(own & words)
+        if shared >= need and 2 * shared >= len(own):
+            yield i
 
 
 def keep_region_text(

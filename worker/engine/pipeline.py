@@ -167,7 +167,7 @@ def cast_votes(
     walked: WalkedPage, keys: PageKeys, dfs: tuple[list[int], ...], table: HostTable, params: EngineParams
 ) -> Ballot:
     """Stage 4: each detector's vote on the page's blocks, in DETECTORS order."""
-    ballot = Ballot(params, walked.blocks, table.pages, walked.cues)
+    ballot = Ballot(params, walked.blocks, table.pages, walked.cues, title=page_title(walked.tree))
     for detector, mine, its_dfs in zip(DETECTORS, keys.contributions, dfs, strict=True):
         if mine is not None:
             detector.vote(mine, its_dfs, ballot)
@@ -256,7 +256,7 @@ def page_outcome(
     cid = None if clustered is None else clustered.assignment.cid
     clean = CleanPage(
         page.url, page.host, table.pages, combined.text, tuple(verdicts), html, content_links,
-        template_links, cid, page_title(tree), page_lang(tree) or page.meta.get("content_language"), page.meta,
+        template_links, cid, ballot.title, page_lang(tree) or page.meta.get("content_language"), page.meta,
     )
     events: tuple[TemplateEvent, ...] = ()
     if clustered is not None:

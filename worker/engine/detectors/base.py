@@ -89,6 +89,8 @@ class Ballot:
     # the share of the host's pages on which it enclosed the region (detectors/layout.py).
     region: tuple[list[int], list[float]] | None = None
     scores: Any = None  # per block: the page-level model's templateness (a float array), or None
+    title: str | None = None  # the page's <title> (page/meta.py page_title): the clean record's, and the headline's
+    headlines: list[int] | None = None  # engine/decision.py headline_blocks, once made
     _tally: Tally | None = None
 
     def vote_keys(self, keys: set[int]) -> None:
