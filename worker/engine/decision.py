@@ -282,10 +282,10 @@ def _headlines(ballot: Ballot, candidates: Iterable[int]) -> Iterator[int]:
     need = (len(words) + 1) // 2  # at least half of the title's words
     if not need:
         return
-    # Bounds that spare the reading of other blocks: a block that holds `need` of the title's
-    # words is at least as long as the shortest `need` of them, holds one of any
-    # len(words) - need + 1 of them (the longest are looked for, as substrings), and one
-    # whose words are mostly the title's is not much longer than the title.
+    # What spares the reading of other blocks: a block that holds `need` of the title's words
+    # is at least as long as the shortest `need` of them and holds one of any
+    # len(words) - need + 1 of them (the longest are looked for, as substrings); and one
+    # whose words are mostly the title's is taken to be at most four titles long.
     by_length = sorted(words, key=len)
     low, high = sum(map(len, by_length[:need])), 4 * len(title)
     some = by_length[need - 1 :]
