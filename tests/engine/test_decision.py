@@ -714,3 +714,44 @@ def test_the_headline_the_title_names_is_kept_from_the_model(i: int, monkeypatch
     monkeypatch.setattr(decision_module, "keep_headline", lambda *args: None)
     off = decide(_headline_page(i, headline), HostTable(PARAMS.table), PARAMS)
     assert off.clean is not None and headline not in off.clean.text
+
+
+def _article_with_boxes(i: int) -> RawPage:
+    """A news article whose element holds, beside its byline and paragraphs, the site's
+    share bar and an advertisement label, every page the same; all share one tag path."""
+    rng = random.Random(i)
+    paras = [f"<div class='para'>{sentence(rng, 24)} {sentence(rng, 18)}</div>" for _ in range(5)]
+    html = (
+        f"<html><head><title>Story {i} | The Courier</title></head><body><header>{NAV}</header><main><article>"
+        f"<div class='byline'>By Ann Lee, {i % 28 + 1} March</div>{paras[0]}{paras[1]}"
+        "<div class='ad-slot'>Advertisement</div>"
+        f"{''.join(paras[2:])}<div class='share'>Share this article: Facebook Twitter Email</div>"
+        f"</article></main>{FOOTER}</body></html>"
+    )
+    return RawPage(f"https://courier.example/story/{i}.html", html, "courier.example")
+
+
+def test_the_sites_named_boxes_inside_the_article_are_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Inside the region repetition counts at the host's layout paths only, and the share bar
+    # and the advertisement label share the path of the article's paragraphs (div under
+    # article), which carry new text on every page. Their class names them and their text is
+    # on every page: the site's, not the story's. The paragraphs, whose path is the same,
+    # stay.
+    pages = [_article_with_boxes(i) for i in range(30)]
+
+    def last_text() -> str:
+        table = HostTable(PARAMS.table)
+        out = None
+        for p in pages:
+            out = decide(p, table, PARAMS)
+        assert out is not None and out.clean is not None
+        return out.clean.text
+
+    text = last_text()
+    assert "Share this article" not in text and "Advertisement" not in text
+    rng = random.Random(29)
+    assert sentence(rng, 24) in text  # the story's first paragraph
+    # Without the rule the table's repetition off the layout paths stands unheard.
+    monkeypatch.setattr(decision_module, "named_constants", lambda *args: None)
+    off = last_text()
+    assert "Share this article" in off and "Advertisement" in off

@@ -31,7 +31,11 @@ So, once the host's table has learned something (a warm host):
    would take more than that share of the region's text, they are undone
    (`keep_region_text`): a host whose pages so far are mostly of one type (an API's classes
    that inherit the same members, in a crawl sorted by URL) has that type's repeated
-   content at paths that seldom carried new text, which look like its layout.
+   content at paths that seldom carried new text, which look like its layout. And a block
+   the table holds as template there, that a template word or navigation element names, and
+   whose text is on nearly every page of the host (`region.slot_constant`) is template
+   (`named_constants`): paths are tag names, and a share bar or an advertisement label in an
+   article shares the path of its paragraphs.
 4. Beside the region, in the nearest element around it that holds other blocks, a block at
    one of the host's content slots (a path with new text on most of its pages, on most of
    the host's pages: a product's title, price and attribute values beside its description)
@@ -114,6 +118,7 @@ from .page.cues import (
     F_IN_NAV,
     F_IN_OTHER,
     F_IN_RELATED,
+    F_IN_THINT,
     F_OTHER,
     F_RELATED,
     F_THINT,
@@ -228,6 +233,8 @@ def _warm(
         template, method = block_decisions_python(*args)
     else:  # the same loops, compiled (page/_walk.pyx block_decisions)
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
+    if nodes is not None and cues is not None:
+        named_constants(template, method, ballot, params, chars, tchars, first, end)
     if nodes is not None and cues is not None and any(template):
         keep_region_text(template, method, cues, chars, first, end, plp.max_removed_share)
         for i in content_slots(ballot, params, first, end):
@@ -241,6 +248,9 @@ def _warm(
 
 _WORD = re.compile(r"\w+")  # a word, as the scorer's tokens are
 _IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
+# What a node named by `_named` carries: its own or an enclosing element's template word, or
+# an enclosing navigation element (a cheap necessary test before the walk up).
+_MAYBE_NAMED = F_THINT | F_IN_THINT | _IN_NAVIGATION
 
 
 def keep_headline(ballot: Ballot, template: list[bool], method: list[str]) -> None:
@@ -302,6 +312,57 @@ def _headlines(ballot: Ballot, candidates: Iterable[int]) -> Iterator[int]:
         shared = len(own & words)
         if shared >= need and 2 * shared >= len(own):
             yield i
+
+
+def named_constants(
+    template: list[bool], method: list[str], ballot: Ballot, params: EngineParams, chars: list[int],
+    tchars: list[int], first: int, end: int,
+) -> None:
+    """The site's named boxes inside the content region made template (in place): a block the
+    table holds as template (its template share over `table.template_ratio`, or in a template
+    pagelet), that a template word in a class or id or a navigation element (nav, menu,
+    aside, footer, form) names between it and the region, and whose text is the host's
+    constant text (at least half of its characters in segments on at least
+    `region.slot_constant` of the host's pages). Inside the region repetition counts only at
+    the host's layout paths, and paths are tag names: "Share this article", an
+    "Advertisement" label, a newsletter box inside an article share the path of the
+    article's byline and paragraphs, which carry new text on every page. A name and text on
+    nearly every page are the site's; repeated content (an inherited section, a lab manual's
+    recurring steps) is on some of the host's pages, not nearly all, and is seldom named.
+    The region that is the page itself (the body) is left alone: its layout is step 2's."""
+    cues = ballot.cues
+    segment_dfs = ballot.segment_dfs
+    rp = params.region
+    if cues is None or segment_dfs is None or rp.slot_constant <= 0.0:
+        return
+    tags = cues.tag
+    if tags[first] in _PAGE_TAGS:
+        return
+    nodes = cues.node_of_block
+    lo, hi = _blocks_in(nodes, first, end)
+    ratio = params.table.template_ratio
+    outright = ballot.outright
+    flags, parent = cues.flags, cues.parent
+    keys, dfs = segment_dfs
+    floor = max(params.table.threshold(ballot.pages), rp.slot_constant * ballot.pages)
+    blocks = ballot.blocks
+    candidates = range(lo, hi) if outright is not None else itertools.compress(range(lo, hi), tchars[lo:hi])
+    for i in candidates:  # (without a pagelet's vote, only blocks with template characters)
+        if template[i] or not (tchars[i] > ratio * chars[i] or (outright is not None and outright[i])):
+            continue
+        node = nodes[i]
+        if not (flags[node] & _MAYBE_NAMED or tags[node] in _NAVIGATION):
+            continue  # no name can be on its way up: the walk is spared
+        if not _named(flags, parent, tags, node, first):
+            continue
+        total = constant = 0
+        for key, _text, length in blocks[i][1]:
+            total += length
+            if dfs[bisect_left(keys, key)] >= floor:
+                constant += length
+        if 2 * constant >= total:
+            template[i] = True
+            method[i] = METHOD_TABLE
 
 
 def keep_region_text(
