@@ -107,7 +107,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .detectors.base import Ballot
-from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE
+from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE, Segment
 from .page import compiled
 from .page.cues import (
     F_COMMENTS,
@@ -235,12 +235,12 @@ def _warm(
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
     if nodes is not None and cues is not None:
         named_constants(template, method, ballot, params, chars, tchars, first, end)
-    if nodes is not None and cues is not None and any(template):
-        keep_region_text(template, method, cues, chars, first, end, plp.max_removed_share)
-        for i in content_slots(ballot, params, first, end):
-            if template[i]:
-                template[i] = False
-                method[i] = METHOD_TABLE
+        if any(template):
+            keep_region_text(template, method, cues, chars, first, end, plp.max_removed_share)
+            for i in content_slots(ballot, params, first, end):
+                if template[i]:
+                    template[i] = False
+                    method[i] = METHOD_TABLE
     if ballot.novel is not None:  # keep_new_text returns at once where the model removed nothing
         keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
     return template, method
@@ -248,8 +248,8 @@ def _warm(
 
 _WORD = re.compile(r"\w+")  # a word, as the scorer's tokens are
 _IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
-# What a node named by `_named` carries: its own or an enclosing element's template word, or
-# an enclosing navigation element (a cheap necessary test before the walk up).
+# What a node `_named` names carries: its own or an enclosing element's template word, or an
+# enclosing navigation element (a cheap necessary test before the walk up).
 _MAYBE_NAMED = F_THINT | F_IN_THINT | _IN_NAVIGATION
 
 
@@ -350,17 +350,7 @@ def named_constants(
     for i in candidates:  # (without a pagelet's vote, only blocks with template characters)
         if template[i] or not (tchars[i] > ratio * chars[i] or (outright is not None and outright[i])):
             continue
-        node = nodes[i]
-        if not (flags[node] & _MAYBE_NAMED or tags[node] in _NAVIGATION):
-            continue  # no name can be on its way up: the walk is spared
-        if not _named(flags, parent, tags, node, first):
-            continue
-        total = constant = 0
-        for key, _text, length in blocks[i][1]:
-            total += length
-            if dfs[bisect_left(keys, key)] >= floor:
-                constant += length
-        if 2 * constant >= total:
+        if _named(flags, parent, tags, nodes[i], first) and _constant(blocks[i][1], keys, dfs, floor):
             template[i] = True
             method[i] = METHOD_TABLE
 
@@ -482,12 +472,7 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
             out.append(i)  # the slot filled on this page: text new to the host
             continue
         floor = max(threshold, rp.slot_constant * round(presence[i] * ballot.layout_pages))  # pages with the slot
-        total = constant = 0
-        for key, _text, length in blocks[i][1]:
-            total += length
-            if dfs[bisect_left(keys, key)] >= floor:
-                constant += length
-        if 2 * constant < total:  # not the slot's constant text
+        if not _constant(blocks[i][1], keys, dfs, floor):  # not the slot's constant text
             out.append(i)
     return out
 
@@ -496,11 +481,24 @@ def _named(flags: list[int], parent: list[int], tags: list[str], node: int, top:
     """Whether a template word in a class or id, or a navigation element (nav, menu, aside,
     footer, form), names the node or an element between it and its ancestor `top` (not
     `top` itself)."""
+    if not (flags[node] & _MAYBE_NAMED or tags[node] in _NAVIGATION):
+        return False  # no such word or element on the way up: the walk is spared
     while node != top:
         if flags[node] & F_THINT or tags[node] in _NAVIGATION:
             return True
         node = parent[node]
     return False
+
+
+def _constant(segments: Sequence[Segment], keys: list[int], dfs: list[int], floor: float) -> bool:
+    """Whether at least half of a block's characters are in segments on at least `floor` of
+    the host's pages (`keys`, `dfs`: the page's segment keys, sorted, and each one's DF)."""
+    total = constant = 0
+    for key, _text, length in segments:
+        total += length
+        if dfs[bisect_left(keys, key)] >= floor:
+            constant += length
+    return 2 * constant >= total
 
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
