@@ -386,7 +386,7 @@ RELATED = (  # other stories: new ones on every page
 
 
 GALLERY = (  # a slideshow of photos beside the article: each caption prose, new on every page
-    "<div class='story-gallery'><ul>"
+    "<div class='{cls}'><ul>"
     "<li><img src='/a.jpg'><p>1/3 Villagers of {a} carry sandbags to the river bank before the storm arrives.</p></li>"
     "<li><img src='/b.jpg'><p>2/3 The old bridge at {b} under water on the second morning of the floods.</p></li>"
     "<li><img src='/c.jpg'><p>3/3 Volunteers hand out blankets in the school hall, which became a shelter.</p></li>"
@@ -398,8 +398,9 @@ def _article(i: int) -> str:
     return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
 
 
+@pytest.mark.parametrize("gallery", ["story-gallery", "slider slider-module"])
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
-def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams) -> None:
+def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams, gallery: str) -> None:
     # Readers' comments, a box of other stories, a gallery's captions and the byline are
     # page-specific text that the page-level model (trained on repetition) and the table take
     # for content: the markup names them.
@@ -408,7 +409,7 @@ def test_comments_and_related_sections_leave_the_text_with_their_roles(params: E
         html = f"<html><body>{NAV}<article class='post has-comments'><h1>Post {i}</h1>" \
                f"<div class='article-byline'>By Ann {WORDS[i + 6]}, staff writer, March {i + 2}, 2017</div>" \
                f"<p>{_article(i)}</p>" \
-               f"{GALLERY.format(a=WORDS[i + 3], b=WORDS[-i - 4])}" \
+               f"{GALLERY.format(cls=gallery, a=WORDS[i + 3], b=WORDS[-i - 4])}" \
                f"</article>{RELATED.format(a=WORDS[i], b=WORDS[-i - 1])}{COMMENTS.replace('this', f'post {i}')}" \
                f"{FOOTER}</body></html>"
         out = decide(RawPage(f"https://blog.example/p{i}", html, "blog.example"), table, params)

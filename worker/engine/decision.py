@@ -78,7 +78,7 @@ block is (docs/region.md, "The model against the page's own text").
 On every page, cold or warm, a block inside a comments section, a box of links to other
 pages, a gallery or a byline leaves the text whatever else said: an element whose class
 names one (page/cues.py `F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RELATED`:
-"related", "recommend", "most-read", ...; `F_OTHER`: "gallery", "slideshow", "carousel",
+"related", "recommend", "most-read", ...; `F_OTHER`: "gallery", "slideshow", "carousel", "slider",
 "byline") and that does not hold the page's main text (`aside_blocks`). Readers' comments,
 other stories, photo captions and the story's author and dates are page-specific, so the
 table never removes them, and the model, trained on a crawl's repetition, scores them as

@@ -140,12 +140,12 @@ _CONTENT_RE = _hint_re(CONTENT_WORDS, _CONTENT_PARTS)
 # index's posts). Measured in docs/measurements.md ("Comments and related sections").
 _COMMENTS_CLASS_RE = re.compile(r"comments|comment[-_]?list|disqus")
 _RELATED_CLASS_RE = re.compile(r"related|recommend|popular|trending|most-?read|more-stories|outbrain|taboola|also-read")
-# And other page-specific text that is not the article: a gallery of photos, a slideshow or a
-# carousel (captions of pictures, this story's or other stories': "gallery",
-# "companion-galleries", "slideshow", "carousel"), and the byline (the author's name, title
-# and the dates of the story: "byline", "article-byline"). Measured in docs/measurements.md
-# ("Galleries and bylines").
-_OTHER_CLASS_RE = re.compile(r"galler|slideshow|carousel|byline")
+# And other page-specific text that is not the article: a gallery of photos, a slideshow, a
+# carousel or a slider (captions of pictures, this story's or other stories': "gallery",
+# "companion-galleries", "slideshow", "carousel", "slider-module", "flexslider"), and the byline
+# (the author's name, title and the dates of the story: "byline", "article-byline"). Measured in
+# docs/measurements.md ("Galleries and bylines", "Sliders").
+_OTHER_CLASS_RE = re.compile(r"galler|slideshow|carousel|slider|byline")
 
 
 HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
