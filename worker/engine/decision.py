@@ -233,11 +233,13 @@ def _warm(
         template, method = block_decisions_python(*args)
     else:  # the same loops, compiled (page/_walk.pyx block_decisions)
         template, method = kernel(*args, METHOD_TABLE, METHOD_PAGELET, METHOD_PAGELEVEL)
-    if nodes is not None and cues is not None:
-        named_constants(template, method, ballot, params, chars, tchars, first, end)
+    if nodes is not None and cues is not None and cues.tag[first] not in _PAGE_TAGS:
+        # (a region that is the page itself, the body, holds the site's layout: step 2's)
+        lo, hi = _blocks_in(nodes, first, end)  # the region's blocks
+        named_constants(template, method, ballot, params, chars, tchars, first, lo, hi)
         if any(template):
-            keep_region_text(template, method, cues, chars, first, end, plp.max_removed_share)
-            for i in content_slots(ballot, params, first, end):
+            keep_region_text(template, method, cues, chars, first, lo, hi, plp.max_removed_share)
+            for i in content_slots(ballot, params, first, lo, hi):
                 if template[i]:
                     template[i] = False
                     method[i] = METHOD_TABLE
@@ -316,7 +318,7 @@ def _headlines(ballot: Ballot, candidates: Iterable[int]) -> Iterator[int]:
 
 def named_constants(
     template: list[bool], method: list[str], ballot: Ballot, params: EngineParams, chars: list[int],
-    tchars: list[int], first: int, end: int,
+    tchars: list[int], first: int, lo: int, hi: int,
 ) -> None:
     """The site's named boxes inside the content region made template (in place): a block the
     table holds as template (its template share over `table.template_ratio`, or in a template
@@ -329,17 +331,15 @@ def named_constants(
     article's byline and paragraphs, which carry new text on every page. A name and text on
     nearly every page are the site's; repeated content (an inherited section, a lab manual's
     recurring steps) is on some of the host's pages, not nearly all, and is seldom named.
-    The region that is the page itself (the body) is left alone: its layout is step 2's."""
+    The region is the element `first`, its blocks lo:hi; never the page itself (the body),
+    whose layout is step 2's (`_warm`)."""
     cues = ballot.cues
     segment_dfs = ballot.segment_dfs
     rp = params.region
     if cues is None or segment_dfs is None or rp.slot_constant <= 0.0:
         return
     tags = cues.tag
-    if tags[first] in _PAGE_TAGS:
-        return
     nodes = cues.node_of_block
-    lo, hi = _blocks_in(nodes, first, end)
     ratio = params.table.template_ratio
     outright = ballot.outright
     flags, parent = cues.flags, cues.parent
@@ -356,10 +356,11 @@ def named_constants(
 
 
 def keep_region_text(
-    template: list[bool], method: list[str], cues: PageTree, chars: list[int], first: int, end: int, share: float
+    template: list[bool], method: list[str], cues: PageTree, chars: list[int], first: int, lo: int, hi: int,
+    share: float,
 ) -> None:
     """The content region's text kept from the table where its removals inside the region
-    (nodes [first, end)) would take more than `share` of the region's text (in place): the
+    (the element `first`, its blocks lo:hi) would take more than `share` of the region's text (in place): the
     removals of blocks that no template word in a class or id, nor a navigation element (nav,
     menu, aside, footer, form), names between them and the region are undone. Inside the
     region repetition counts only at the host's layout paths, paths that seldom carried new
@@ -367,13 +368,10 @@ def keep_region_text(
     same members, a crawl sorted by URL) has that type's repeated content at such paths, and
     the page's own text is its name. A "Next/Previous" bar or a copyright line inside the
     content element is a small part of it. The same guard as the model's inside the region
-    (`pagelevel.max_removed_share`). A region that is the page itself (the body) holds the
-    site's layout, and is left alone."""
+    (`pagelevel.max_removed_share`). Never the page itself (the body), which holds the site's
+    layout (`_warm`)."""
     tags = cues.tag
-    if tags[first] in _PAGE_TAGS:
-        return
     nodes = cues.node_of_block
-    lo, hi = _blocks_in(nodes, first, end)
     if not any(template[lo:hi]):
         return
     flags, parent = cues.flags, cues.parent
@@ -409,8 +407,9 @@ def keep_new_text(template: list[bool], method: list[str], novel: list[int], sha
             method[i] = METHOD_TABLE
 
 
-def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) -> list[int]:
-    """The blocks beside the content region (nodes [first, end)) that are content.
+def content_slots(ballot: Ballot, params: EngineParams, first: int, inner_lo: int, inner_hi: int) -> list[int]:
+    """The blocks beside the content region (the element `first`, its blocks
+    inner_lo:inner_hi) that are content.
 
     A page's region is where most of its new text is: on a product page, the description;
     the product's title, price and attributes sit beside it, and their values recur across
@@ -436,7 +435,6 @@ def content_slots(ballot: Ballot, params: EngineParams, first: int, end: int) ->
         return []
     nodes = cues.node_of_block  # in document order, as the nodes are numbered
     parent, ends, tags = cues.parent, cues.end, cues.tag
-    inner_lo, inner_hi = _blocks_in(nodes, first, end)  # the region's blocks
     inner = inner_hi - inner_lo
     top = first
     while True:  # the nearest element around the region that holds other blocks

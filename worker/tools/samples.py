@@ -429,16 +429,17 @@ def make_shop(host: str, n_pages: int, seed: int = 0, style: str = "table") -> l
                 f"<tr><th>{k}</th><td>{_esc(v)}</td></tr>" for k, v in attrs
             ) + "</table>"
         description = " ".join(_words(r, 8, 120)).capitalize() + "."
-        info = (
-            f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by <a href="/a/{i}/">{_esc(author)}</a></p>'
-            f'<div class="buy"><span class="price">{price}</span> <button>Add to basket</button></div>{table}'
-        )
         if style == "box":
             info = (
                 f'<div class="buy-box"><h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by '
                 f'<a href="/a/{i}/">{_esc(author)}</a></p><p class="price">{price}</p><button>Add to basket</button>'
                 "<p>Free delivery on orders over 20 EUR. Usually dispatched within two working days.</p></div>"
                 f"{table}"
+            )
+        else:
+            info = (
+                f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by <a href="/a/{i}/">{_esc(author)}</a></p>'
+                f'<div class="buy"><span class="price">{price}</span> <button>Add to basket</button></div>{table}'
             )
         text = f'<div class="description"><h2>Description</h2><p>{_esc(description)}</p></div>'
         if style == "deep":
