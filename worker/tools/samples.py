@@ -438,7 +438,8 @@ def make_shop(host: str, n_pages: int, seed: int = 0, style: str = "table") -> l
             )
         else:
             info = (
-                f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by <a href="/a/{i}/">{_esc(author)}</a></p>'
+                f'<h1 class="product-title">{_esc(titles[i])}</h1><p class="by">by '
+                f'<a href="/a/{i}/">{_esc(author)}</a></p>'
                 f'<div class="buy"><span class="price">{price}</span> <button>Add to basket</button></div>{table}'
             )
         text = f'<div class="description"><h2>Description</h2><p>{_esc(description)}</p></div>'
