@@ -443,6 +443,39 @@ def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None
     assert all(b.verdict == CONTENT and b.role == ROLE_MAIN for b in out.clean.blocks)
 
 
+POLL = (  # a reader poll inside the article's element: the story's own question, prose-like options
+    "<form action='/vote'><p>Should the village of {a} rebuild the old bridge before the winter comes?</p>"
+    "<label><input type='radio'> Yes, the bridge at {b} is the only way to the school.</label>"
+    "<label><input type='radio'> No, the money is better spent on the river bank.</label>"
+    "<p>By voting you agree to our terms of use and our policy.</p><button>Vote</button></form>"
+)
+
+
+@pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
+def test_a_form_beside_the_main_text_leaves_the_text_and_a_form_around_it_does_not(params: EngineParams) -> None:
+    # A poll's question and options (page-specific, so the table never removes them) are
+    # controls, not text to read; the same blocks in a form that wraps the whole page
+    # (ASP.NET's) are the page's.
+    for wrap in (False, True):
+        table = HostTable(params.table)
+        for i in range(3):  # a cold page, then warm ones
+            poll = POLL.format(a=WORDS[i + 3], b=WORDS[-i - 4])
+            body = f"{NAV}<main><h1>Post {i}</h1><p>{_article(i)}</p>{poll}</main>{FOOTER}"
+            if wrap:
+                inner = body.replace("<form", "<div").replace("</form>", "</div>")
+                body = f"<form id='aspnetForm' action='/p{i}'>{inner}</form>"
+            html = f"<html><body>{body}</body></html>"
+            out = decide(RawPage(f"https://news.example/p{i}", html, "news.example"), table, params)
+            assert out.clean is not None
+            assert f"Paragraph {i} sentence 11" in out.clean.text
+            poll_blocks = [b for b in out.clean.blocks if "the old bridge" in b.text or "the bridge at" in b.text]
+            roles = {(b.verdict, b.role) for b in poll_blocks}
+            if wrap:  # the form holds the main text: whatever else decides these blocks, not the form
+                assert roles and all(role != ROLE_OTHER for _, role in roles), roles
+            else:
+                assert roles == {(TEMPLATE, ROLE_OTHER)}, roles
+
+
 def _shop_kept(style: str, params: EngineParams, n: int = 120) -> tuple[float, list[str]]:
     """The share of the product values kept on a generated shop's pages after its 60th, and
     the kept text of its last page."""

@@ -82,11 +82,13 @@ names one (page/cues.py `F_COMMENTS`: "comments", "commentlist", "disqus"; `F_RE
 "byline") and that does not hold the page's main text (`aside_blocks`). Readers' comments,
 other stories, photo captions and the story's author and dates are page-specific, so the
 table never removes them, and the model, trained on a crawl's repetition, scores them as
-content.
+content. So does a block inside a form that does not hold the page's main text: a sign-up's,
+a poll's or a log-in's labels, options and notices are controls, not text to read
+(`_form_blocks`; a form around the whole page, ASP.NET's, holds the main text).
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
-``related`` (in such a section), ``other`` (in a gallery or a byline), or, for other text the model
+``related`` (in such a section), ``other`` (in a gallery, a byline or a form), or, for other text the model
 removed that is new to the host (page-specific, not main content): ``related`` (mostly
 links) or ``other``.
 
@@ -505,17 +507,19 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     a gallery or a byline (page/cues.py F_COMMENTS, F_RELATED, F_OTHER) and that does not
     hold the page's main text (page/tree.py `main_block`: an article whose element says it
     has comments is no comments section). The nearest such element names the role (a
-    gallery's and a byline's: other)."""
+    gallery's and a byline's: other); a block in a form beside the main text and in no such
+    section has the role other (`_form_blocks`)."""
     if cues is None:
         return {}
     flags = cues.flags
     nodes = cues.node_of_block
     flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
-    if not flagged:
+    in_form = "form" in cues.tag
+    if not flagged and not in_form:
         return {}
     main = nodes[main_block(cues)]
     parent, end = cues.parent, cues.end
-    out = {}
+    out = _form_blocks(cues, main) if in_form else {}
     for i in flagged:
         at = nodes[i]
         while at > 0:
@@ -527,6 +531,26 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
                 break  # no enclosing element names such a section
             at = parent[at]
     return out
+
+
+def _form_blocks(cues: PageTree, main: int) -> dict[int, str]:
+    """The blocks inside a form that does not hold the page's main text (node `main`), with
+    the role other: a form's labels, options and notices (a sign-up, a poll, a log-in) are
+    controls, not text to read. A form around the whole page (ASP.NET's) holds the main text
+    and leaves its blocks alone. Forms are found by their tag, outermost first, and their
+    blocks as a range of the block list."""
+    tag, end, nodes = cues.tag, cues.end, cues.node_of_block
+    out: dict[int, str] = {}
+    at = 0
+    while True:
+        try:
+            form = tag.index("form", at)
+        except ValueError:
+            return out
+        at = end[form]  # a form inside this one is this one's
+        if not form <= main < at:
+            lo, hi = _blocks_in(nodes, form, at)
+            out.update(dict.fromkeys(range(lo, hi), ROLE_OTHER))
 
 
 def block_decisions_python(

@@ -272,7 +272,7 @@ class PageLevelParams:
     enabled: bool = True
     max_host_pages: int = 0
     threshold: float = 0.05
-    cold_ratio: float = 10.0
+    cold_ratio: float = 30.0
     cold_quantile: float = 0.2
     cold_floor: float = 0.02
     inner_threshold: float = 0.1
