@@ -398,7 +398,7 @@ def _article(i: int) -> str:
     return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
 
 
-@pytest.mark.parametrize("gallery", ["story-gallery", "slider slider-module"])
+@pytest.mark.parametrize("gallery", ["story-gallery", "slider slider-module", "author-bio", "about-the-author"])
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
 def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams, gallery: str) -> None:
     # Readers' comments, a box of other stories, a gallery's captions and the byline are
