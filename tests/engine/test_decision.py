@@ -398,7 +398,9 @@ def _article(i: int) -> str:
     return " ".join(f"Paragraph {i} sentence {k} explains the topic of this page in plain words." for k in range(12))
 
 
-@pytest.mark.parametrize("gallery", ["story-gallery", "slider slider-module", "author-bio", "about-the-author"])
+@pytest.mark.parametrize(
+    "gallery", ["story-gallery", "slider slider-module", "author-bio", "about-the-author", "modal fade"]
+)
 @pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
 def test_comments_and_related_sections_leave_the_text_with_their_roles(params: EngineParams, gallery: str) -> None:
     # Readers' comments, a box of other stories, a gallery's captions and the byline are
@@ -428,14 +430,16 @@ def test_comments_and_related_sections_leave_the_text_with_their_roles(params: E
 
 def test_comment_words_that_name_no_comments_section_set_nothing_aside() -> None:
     # A documentation comment ("tsd-comment"), sections whose id is their heading's words, a
-    # "read more" admonition, a page wrapper whose class says the site uses comments and an
-    # element whose class names a gallery (both hold the main text).
+    # "read more" admonition, a class that holds "modal" inside a word, a page wrapper whose
+    # class says the site uses comments and an element whose class names a gallery (both hold
+    # the main text).
     doc = (
         "<html><body class='use-disqus'><main><section id='comments'><h2>Comments</h2>"
         "<p>A comment in code starts with a hash sign and runs to the end of the line.</p></section>"
         f"<div class='tsd-comment'><p>Reads a block of words from a register, one at a time.</p></div>"
         "<section id='recommending'><p>Recommending items to a user takes a trained pipeline.</p></section>"
         "<div class='readmore admonition'><p>See also the chapter on waves for the same idea.</p></div>"
+        "<div class='multimodal-models'><p>A multimodal model reads text and images together.</p></div>"
         f"<div class='gallery-page'><p>{_article(0)}</p></div></main></body></html>"
     )
     out = decide(RawPage("https://docs.example/a", doc, "docs.example"), HostTable(NO_MODEL.table), NO_MODEL)

@@ -61,7 +61,7 @@ F_COMMENTS = 1 << 13
 F_RELATED = 1 << 14
 F_IN_COMMENTS = F_COMMENTS << 2
 F_IN_RELATED = F_RELATED << 2
-F_OTHER = 1 << 17  # a gallery, a byline or an author's bio (bits 15 and 16 are the two above, passed on)
+F_OTHER = 1 << 17  # a gallery, a byline, an author's bio, a dialog (bits 15 and 16 are the two above, passed on)
 F_IN_OTHER = F_OTHER << 2
 INHERIT = {
     "nav": F_IN_NAV,
@@ -145,10 +145,13 @@ _RELATED_CLASS_RE = re.compile(r"related|recommend|popular|trending|most-?read|m
 # "companion-galleries", "slideshow", "carousel", "slider-module", "flexslider"), and the byline
 # (the author's name, title and the dates of the story: "byline", "article-byline"), and the
 # author's bio below or beside the story ("author-bio", "pb-author-info", "author-description",
-# "about-the-author"). Measured in docs/measurements.md ("Galleries and bylines", "Sliders",
-# "Authors' bios").
+# "about-the-author"), and a modal dialog, which the page shows only over itself when asked (a
+# log-in, a notification's sign-up, a photo's lightbox: "modal", "modal-dialog", "ui-dialog";
+# whole words, not "multimodal"). Measured in docs/measurements.md ("Galleries and bylines",
+# "Sliders", "Authors' bios", "Modal dialogs").
 _OTHER_CLASS_RE = re.compile(
     r"galler|slideshow|carousel|slider|byline|author-?(?:bio|info|desc)|about-?(?:the-?)?author"
+    r"|(?<![a-z])(?:modal|dialog)(?![a-z])"
 )
 
 
