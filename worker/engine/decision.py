@@ -83,16 +83,16 @@ said: an element whose class names one (page/cues.py `F_COMMENTS`: "comments", "
 "dialog") and that does not hold the page's main text (`aside_blocks`). Readers' comments,
 other stories, photo captions and the story's author, dates and bio are page-specific, so the
 table never removes them on a host's first pages, and the model, trained on a crawl's
-repetition, scores them as content; a dialog's text is not shown with the page at all. So does a block inside a form
-that does not hold the page's main text: a sign-up's, a poll's or a log-in's labels, options
-and notices are controls, not text to read (`_form_blocks`; a form around the whole page,
-ASP.NET's, holds the main text).
+repetition, scores them as content; a dialog's text is not shown with the page at all. So
+does a block inside a form that does not hold the page's main text: a sign-up's, a poll's or
+a log-in's labels, options and notices are controls, not text to read (`_form_blocks`; a
+form around the whole page, ASP.NET's, holds the main text).
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
 ``related`` (in such a section), ``other`` (in a gallery, a byline, an author's bio, a
-dialog or a form), or, for other text the model removed that is new to the host (page-specific, not main
-content): ``related`` (mostly links) or ``other``.
+dialog or a form), or, for other text the model removed that is new to the host
+(page-specific, not main content): ``related`` (mostly links) or ``other``.
 
 `decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
 replays it over recorded ballots to choose parameters leave-one-corpus-out.
@@ -505,12 +505,13 @@ def _constant(segments: Sequence[Segment], keys: list[int], dfs: list[int], floo
 
 def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     """The blocks in a section that is not the page's main content, with the section's role:
-    inside an element whose class names a comments section, a box of links to other pages or
-    a gallery, a byline, an author's bio or a dialog (page/cues.py F_COMMENTS, F_RELATED, F_OTHER) and that does not
-    hold the page's main text (page/tree.py `main_block`: an article whose element says it
-    has comments is no comments section). The nearest such element names the role (a
-    gallery's, a byline's, a bio's and a dialog's: other); a block in a form beside the main text and in no such
-    section has the role other (`_form_blocks`)."""
+    inside an element whose class names a comments section, a box of links to other pages, a
+    gallery, a byline, an author's bio or a dialog (page/cues.py F_COMMENTS, F_RELATED,
+    F_OTHER) and that does not hold the page's main text (page/tree.py `main_block`: an
+    article whose element says it has comments is no comments section). The nearest such
+    element names the role (a gallery's, a byline's, a bio's and a dialog's: other); a block
+    in a form beside the main text and in no such section has the role other
+    (`_form_blocks`)."""
     if cues is None:
         return {}
     flags = cues.flags

@@ -61,7 +61,7 @@ F_COMMENTS = 1 << 13
 F_RELATED = 1 << 14
 F_IN_COMMENTS = F_COMMENTS << 2
 F_IN_RELATED = F_RELATED << 2
-F_OTHER = 1 << 17  # a gallery, a byline, an author's bio, a dialog (bits 15 and 16 are the two above, passed on)
+F_OTHER = 1 << 17  # a gallery, a byline, an author's bio or a dialog (bits 15 and 16: the two above, passed on)
 F_IN_OTHER = F_OTHER << 2
 INHERIT = {
     "nav": F_IN_NAV,
