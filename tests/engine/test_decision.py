@@ -480,6 +480,24 @@ def test_a_form_beside_the_main_text_leaves_the_text_and_a_form_around_it_does_n
                 assert roles == {(TEMPLATE, ROLE_OTHER)}, roles
 
 
+@pytest.mark.parametrize("params", [PARAMS, NO_MODEL], ids=["model", "no-model"])
+def test_a_form_that_holds_most_of_the_text_keeps_it_whichever_block_is_longest(params: EngineParams) -> None:
+    # The page's form holds the article, cut into short paragraphs; a long legal notice
+    # outside it is the block with the most plain text. The form is no sign-up box beside the
+    # main text: its blocks keep their verdicts.
+    line = "tells one short part of the story in plain words."
+    article = "".join(f"<div><p>Paragraph {k} {line}</p></div>" for k in range(12))
+    notice = " ".join(f"Notice sentence {k} of the publisher's long legal terms for every reader." for k in range(6))
+    html = (f"<html><body><form id='aspnetForm' action='/story'>{NAV}<h1>The story</h1>{article}</form>"
+            f"<div class='legal'><p>{notice}</p></div></body></html>")
+    out = decide(RawPage("https://news.example/story", html, "news.example"), HostTable(params.table), params)
+    assert out.clean is not None
+    story = [b for b in out.clean.blocks if b.text.startswith("Paragraph ")]
+    assert len(story) == 12 and all(b.role != ROLE_OTHER for b in story), [(b.verdict, b.role) for b in story]
+    if params is NO_MODEL:
+        assert all(f"Paragraph {k} tells" in out.clean.text for k in range(12))
+
+
 def _shop_kept(style: str, params: EngineParams, n: int = 120) -> tuple[float, list[str]]:
     """The share of the product values kept on a generated shop's pages after its 60th, and
     the kept text of its last page."""

@@ -86,7 +86,7 @@ table never removes them on a host's first pages, and the model, trained on a cr
 repetition, scores them as content; a dialog's text is not shown with the page at all. So
 does a block inside a form that does not hold the page's main text: a sign-up's, a poll's or
 a log-in's labels, options and notices are controls, not text to read (`_form_blocks`; a
-form around the whole page, ASP.NET's, holds the main text).
+form around the whole page, ASP.NET's, holds the main text, or most of the page's text).
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
@@ -540,10 +540,13 @@ def _form_blocks(cues: PageTree, main: int) -> dict[int, str]:
     """The blocks inside a form that does not hold the page's main text (node `main`), with
     the role other: a form's labels, options and notices (a sign-up, a poll, a log-in) are
     controls, not text to read. A form around the whole page (ASP.NET's) holds the main text
-    and leaves its blocks alone. Forms are found by their tag, outermost first, and their
+    and leaves its blocks alone; so does a form that holds most of the page's text, whichever
+    block has the most plain text (a long footer outside such a form beside an article cut into
+    short paragraphs inside it). Forms are found by their tag, outermost first, and their
     blocks as a range of the block list."""
-    tag, end, nodes = cues.tag, cues.end, cues.node_of_block
+    tag, end, nodes, chars = cues.tag, cues.end, cues.node_of_block, cues.chars
     out: dict[int, str] = {}
+    total = -1
     at = 0
     while True:
         try:
@@ -551,8 +554,14 @@ def _form_blocks(cues: PageTree, main: int) -> dict[int, str]:
         except ValueError:
             return out
         at = end[form]  # a form inside this one is this one's
-        if not form <= main < at:
-            lo, hi = _blocks_in(nodes, form, at)
+        if form <= main < at:
+            continue
+        lo, hi = _blocks_in(nodes, form, at)
+        if lo == hi:
+            continue
+        if total < 0:
+            total = sum(chars)
+        if 2 * sum(chars[form:at]) <= total:
             out.update(dict.fromkeys(range(lo, hi), ROLE_OTHER))
 
 
