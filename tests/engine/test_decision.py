@@ -535,8 +535,11 @@ def test_a_products_fields_beside_its_description_are_content(style: str) -> Non
         # The buy box's text is mostly the shop's (the button, the delivery notice), but the
         # title in it is new to the host on every page: the box is kept, notice and all.
         assert "Usually dispatched within two working days." in last
-    # Without the slots the table's repetition and the model remove most recurring values.
-    off = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, slot_constant=0.0))
+    # Without the slots the table's repetition and the model remove most recurring values
+    # (and without the region's widening over a container split between page types, which
+    # keeps one of the styles' values too: its product pages hold their regions in the
+    # description on most pages, the attribute list on others).
+    off = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, slot_constant=0.0, wide_share=0.0))
     assert _shop_kept(style, off)[0] < share - 0.1
 
 
@@ -572,6 +575,73 @@ def test_a_region_among_sections_of_one_kind_widens_to_the_element_around_them()
     assert ballot.cues.tag[chain[0]] == "section" and shares[0] < PARAMS.region.container_share
     first, _end = region_nodes(ballot, PARAMS.region.container_share)
     assert ballot.cues.tag[first] == "main"
+
+
+def _class_page(i: int, summary: str = "summary") -> RawPage:
+    """A class page of an API reference (Javadoc's shape): the class's description, a summary
+    table of its methods (their types, names and one-line descriptions) and the methods'
+    details, in one container. Three pages in five say most of their new text in the
+    details, the others in the description; the method names and types recur across classes."""
+    rng = random.Random(i)
+    methods = rng.sample(["getActive", "getBudget", "getUser", "getRate", "getName", "getId", "isOpen", "size"], 3)
+    long_details = i % 5 < 3
+    about = f"<p>{sentence(rng, 5)}</p>" if long_details else f"<p>{sentence(rng, 30)}</p><p>{sentence(rng, 30)}</p>"
+    rows = "".join(
+        f"<tr><td>{rng.choice(['Boolean', 'Double', 'String'])}</td><td><a href='#{m}'>{m}()</a></td>"
+        f"<td>{sentence(rng, 7)}</td></tr>"
+        for m in methods
+    )
+    details = "".join(
+        f"<div class='method'><h4>{m}</h4><p>{sentence(rng, 30 if long_details else 6)}</p></div>" for m in methods
+    )
+    html = (
+        f"<html><body><header>{NAV}</header><div class='contentContainer'>"
+        f"<div class='description'><h2>Interface Widget{i}</h2>{about}</div>"
+        f"<div class='{summary}'><h3>Method Summary</h3><table>{rows}</table></div>"
+        f"<div class='details'><h3>Method Detail</h3>{details}</div></div>{FOOTER}</body></html>"
+    )
+    return RawPage(f"https://api.example/Widget{i}.html", html, "api.example")
+
+
+def test_a_region_in_one_part_of_a_container_split_between_page_types_widens_to_the_container() -> None:
+    # Where the host's pages put their regions in two parts of one container (the method
+    # details on most class pages, the description on others), the deepest element that
+    # enclosed them on most pages is one part; the method summary beside it, whose names
+    # and types recur from class to class, lay outside the region and went for its
+    # repetition. Nothing in the container beside the region names template or navigation,
+    # and most of its text is not in links: the region is the whole container.
+    pages = [_class_page(i) for i in range(28)]
+    ballot = _last_ballot(pages)
+    assert ballot.cues is not None and ballot.region is not None
+    chain, shares = ballot.region
+    (details, *_), (share, *_) = chain, shares
+    assert ballot.cues.tag[details] == "div" and PARAMS.region.container_share <= share < PARAMS.region.wide_share
+    first, _end = region_nodes(ballot, PARAMS.region.container_share, PARAMS.region.wide_share)
+    assert first != details and first in chain and ballot.cues.tag[first] == "div"
+    assert region_nodes(ballot, PARAMS.region.container_share)[0] == details  # wide_share 0: off
+
+    last = _decide_all(pages, PARAMS)
+    off = _decide_all(pages, dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, wide_share=0.0)))
+    rows = [t for t in last if "()" in t]
+    assert len(rows) == 3
+    assert all(last[t][0] == CONTENT for t in rows)
+    assert any(off[t][0] == TEMPLATE for t in rows)  # what the split container cost
+    assert last["Home"][0] == TEMPLATE and off["Home"][0] == TEMPLATE  # the site's layout either way
+
+
+def test_a_container_split_between_page_types_is_not_widened_over_a_named_box() -> None:
+    # The same pages with the summary in a box whose class names template (a sidebar): the
+    # region stays in its part of the container.
+    ballot = _last_ballot([_class_page(i, summary="sidebar") for i in range(28)])
+    assert ballot.cues is not None and ballot.region is not None
+    details = ballot.region[0][0]
+    assert region_nodes(ballot, PARAMS.region.container_share, PARAMS.region.wide_share)[0] == details
+
+
+def _decide_all(pages: list[RawPage], params: EngineParams) -> dict[str, tuple[str, str]]:
+    table = HostTable(params.table)
+    outs = [decide(p, table, params) for p in pages]
+    return verdicts(outs[-1])
 
 
 def test_a_region_in_a_template_named_element_widens_past_it() -> None:

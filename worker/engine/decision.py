@@ -9,7 +9,10 @@ So, once the host's table has learned something (a warm host):
    `region.share` of the page's new plain text: the characters of segments the host's
    table did not hold before this page, outside links (new text is what the page says
    of its own; link lists say where else to go), widened to the host's content
-   container (detectors/layout.py).
+   container (detectors/layout.py); and where the host's pages put their regions in
+   different parts of one container (a class page's method details, another's
+   description), to the whole container, when what it holds beside the region names
+   no template or navigation and is mostly not links (`_whole_container`).
 2. Outside the region, a block is template when the table says so (its template share
    is over `table.template_ratio`, or it lies in a template pagelet), or when it lies at
    one of the host's layout paths (step 3's: repetition is evidence where the layout is,
@@ -36,11 +39,12 @@ So, once the host's table has learned something (a warm host):
    whose text is on nearly every page of the host (`region.slot_constant`) is template
    (`named_constants`): paths are tag names, and a share bar or an advertisement label in an
    article shares the path of its paragraphs.
-4. Beside the region, in the nearest element around it that holds other blocks, a block at
-   one of the host's content slots (a path with new text on most of its pages, on most of
-   the host's pages: a product's title, price and attribute values beside its description)
-   is content whatever steps 2 and 3 said, unless it is a link list, named template, or
-   the slot's constant text with nothing new to the host (`content_slots`).
+4. Beside the region (the widened one, and the one the page's new text set), in the
+   nearest element around it that holds other blocks, a block at one of the host's
+   content slots (a path with new text on most of its pages, on most of the host's pages:
+   a product's title, price and attribute values beside its description) is content
+   whatever steps 2 and 3 said, unless it is a link list, named template, or the slot's
+   constant text with nothing new to the host (`content_slots`).
 5. Where the verdicts would remove more than `pagelevel.max_new_removed_share` of the page's
    new text, the model's removals of blocks with new text are undone (`keep_new_text`): a
    page whose new text is nearly all links (an index, a listing of posts) has its region in
@@ -105,7 +109,8 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from operator import and_
+from functools import reduce
+from operator import and_, or_
 from typing import NamedTuple
 
 import numpy as np
@@ -119,6 +124,7 @@ from .page.cues import (
     F_IN_COMMENTS,
     F_IN_FOOTER,
     F_IN_FORM,
+    F_IN_HEADER,
     F_IN_NAV,
     F_IN_OTHER,
     F_IN_RELATED,
@@ -152,28 +158,75 @@ class BlockDecisions(NamedTuple):
     role: list[str]
 
 
-def region_nodes(ballot: Ballot, container_share: float) -> tuple[int, int]:
+def region_nodes(ballot: Ballot, container_share: float, wide_share: float = 0.0) -> tuple[int, int]:
     """The page's content region as a range of block-tree nodes [first, end): the region
     widened to its deepest enclosing element that enclosed the host's regions on at least
     `container_share` of its pages (the whole page without a region). An element whose class
     or id names template (a page header, a sidebar) is no such container while one further
-    out, below the body, names none and qualifies too."""
+    out, below the body, names none and qualifies too. Where that element enclosed them on
+    fewer than `wide_share` of the pages, the host's pages put their regions in different
+    parts of one container (a class page's method details on some, its description on
+    others): `_whole_container` may widen it to that container."""
+    return _regions(ballot, container_share, wide_share)[2:]
+
+
+def _regions(ballot: Ballot, container_share: float, wide_share: float) -> tuple[int, int, int, int]:
+    """`region_nodes` before `_whole_container` and after it: first, end of each."""
     cues = ballot.cues
     if cues is None or ballot.region is None:
-        return 0, 1 << 62
+        return 0, 1 << 62, 0, 1 << 62
     chain, shares = ballot.region
     flags, tags = cues.flags, cues.tag
     named = -1  # the deepest qualifying element, when its class names template
-    for at, share in zip(chain, shares, strict=False):
+    for k, (at, share) in enumerate(zip(chain, shares, strict=False)):
         if share < container_share:
             continue
         if not flags[at] & F_THINT:
             if named < 0 or tags[at] not in _PAGE_TAGS:
-                return at, cues.end[at]
+                if share < wide_share and tags[at] not in _PAGE_TAGS:
+                    return (at, cues.end[at], *_whole_container(cues, chain, shares, k, wide_share))
+                return at, cues.end[at], at, cues.end[at]
         elif named < 0:
             named = at
     node = chain[-1] if named < 0 else named
-    return node, cues.end[node]
+    return node, cues.end[node], node, cues.end[node]
+
+
+# What the part of a container around the region must not hold for the region to widen to it:
+# an element whose class names template, or a comments, related or other section; a navigation
+# element, a header, a footer, an aside or a form.
+_NOT_CONTENT_BITS = F_THINT | _SECTION_BITS | F_IN_NAV | F_IN_HEADER | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
+
+
+def _whole_container(
+    cues: PageTree, chain: Sequence[int], shares: Sequence[float], k: int, wide_share: float
+) -> tuple[int, int]:
+    """The region `chain[k]`, or the nearest element around it, below the body, that enclosed
+    the host's regions on at least `wide_share` of its pages, when what that element holds
+    beside the region is more content of the page: no element in it names template or
+    navigation (`_NOT_CONTENT_BITS`, beyond what the container itself inherits), and at most
+    half of its blocks' text is in links (a link list beside the article: a page's table of
+    contents, other stories). A Javadoc class page's "Method Summary" beside its "Method
+    Detail", whose repeated member names would otherwise lie outside the region."""
+    at = chain[k]
+    flags, tags, ends = cues.flags, cues.tag, cues.end
+    first, end = at, ends[at]
+    for c, share in zip(chain[k + 1:], shares[k + 1:], strict=False):
+        if tags[c] in _PAGE_TAGS or flags[c] & F_THINT:
+            break
+        if share < wide_share:
+            continue
+        beside = reduce(or_, flags[c + 1:first], 0) | reduce(or_, flags[end:ends[c]], 0)  # its nodes' bits
+        if beside & ~flags[c] & _NOT_CONTENT_BITS:
+            break
+        nodes = cues.node_of_block
+        lo, hi = _blocks_in(nodes, c, ends[c])
+        inner_lo, inner_hi = _blocks_in(nodes, first, end)
+        outside = nodes[lo:inner_lo] + nodes[inner_hi:hi]  # its blocks' nodes beside the region
+        if 2 * sum(map(cues.achars.__getitem__, outside)) > sum(map(cues.chars.__getitem__, outside)):
+            break  # a link list beside the article
+        return c, ends[c]
+    return first, end
 
 
 def decided_cold(ballot: Ballot, params: EngineParams) -> bool:
@@ -219,11 +272,11 @@ def _warm(
     rp = params.region
     plp = params.pagelevel
     if rp.enabled and cues is not None and ballot.region is not None:
-        first, end = region_nodes(ballot, rp.container_share)
+        own_first, own_end, first, end = _regions(ballot, rp.container_share, rp.wide_share)
         nodes: list[int] | None = cues.node_of_block
         node_chars, node_achars = cues.chars, cues.achars
     else:
-        first = end = 0
+        own_first = own_end = first = end = 0
         nodes = None  # no block is inside a content region
         node_chars = node_achars = []
     args = (
@@ -243,7 +296,10 @@ def _warm(
         named_constants(template, method, ballot, params, chars, tchars, first, lo, hi)
         if any(template):
             keep_region_text(template, method, cues, chars, first, lo, hi, plp.max_removed_share)
-            for i in content_slots(ballot, params, first, lo, hi):
+            slots = content_slots(ballot, params, first, lo, hi)
+            if own_first != first:  # and beside the region the page's own text set, in the container
+                slots += content_slots(ballot, params, own_first, *_blocks_in(nodes, own_first, own_end))
+            for i in slots:
                 if template[i]:
                     template[i] = False
                     method[i] = METHOD_TABLE

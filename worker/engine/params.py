@@ -173,6 +173,14 @@ class RegionParams:
         layout is on every page of a site; a class page's inherited methods are not).
     container_share: the region widens to its deepest enclosing element that enclosed the
         host's regions on at least this share of its pages (the host's content container).
+    wide_share: where that element enclosed them on fewer than this share of the pages (the
+        host's pages put their regions in different parts of one container: a class page's
+        method details on some, its description on others), the region widens further, to
+        the nearest element around it, below the body, that enclosed them on at least this
+        share, when what that element holds beside the region names no template or
+        navigation and is at most half links (engine/decision.py `_whole_container`). 0
+        turns it off. Chosen by reading what it keeps on ../shared/crawl, whose hosts are in
+        no corpus (docs/region.md, "A container split between page types").
     slot_constant: beside the region (in the nearest element around it that holds other
         blocks, never the body), a block at a content slot (a layout path with new text on
         most pages that have it, on most of the host's pages: a product's title, price,
@@ -196,13 +204,14 @@ class RegionParams:
     layout_novelty: float = 0.5
     layout_presence: float = 0.7
     container_share: float = 0.5
+    wide_share: float = 0.9
     slot_constant: float = 0.9
     slot_link_chars: float = 12.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
             raise ConfigError("region.share must be in (0, 1]")
-        for name in ("layout_novelty", "layout_presence", "container_share", "slot_constant"):
+        for name in ("layout_novelty", "layout_presence", "container_share", "wide_share", "slot_constant"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"region.{name} must be in [0, 1]")
         if not self.slot_link_chars >= 0.0:
