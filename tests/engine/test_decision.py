@@ -620,8 +620,9 @@ def test_a_region_in_one_part_of_a_container_split_between_page_types_widens_to_
     assert first != details and first in chain and ballot.cues.tag[first] == "div"
     assert region_nodes(ballot, PARAMS.region.container_share)[0] == details  # wide_share 0: off
 
-    last = _decide_all(pages, PARAMS)
-    off = _decide_all(pages, dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, wide_share=0.0)))
+    last = verdicts(run(pages, PARAMS)[-1])
+    off_params = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, wide_share=0.0))
+    off = verdicts(run(pages, off_params)[-1])
     rows = [t for t in last if "()" in t]
     assert len(rows) == 3
     assert all(last[t][0] == CONTENT for t in rows)
@@ -641,12 +642,6 @@ def test_a_container_split_between_page_types_is_not_widened_over_a_named_box_or
     (details, *_), (share, *_) = ballot.region
     assert share < PARAMS.region.wide_share
     assert region_nodes(ballot, PARAMS.region.container_share, PARAMS.region.wide_share)[0] == details
-
-
-def _decide_all(pages: list[RawPage], params: EngineParams) -> dict[str, tuple[str, str]]:
-    table = HostTable(params.table)
-    outs = [decide(p, table, params) for p in pages]
-    return verdicts(outs[-1])
 
 
 def test_a_region_in_a_template_named_element_widens_past_it() -> None:

@@ -147,6 +147,7 @@ _SECTION_BITS = F_COMMENTS | F_RELATED | F_OTHER  # the element's own class name
 _IN_SECTION_BITS = F_IN_COMMENTS | F_IN_RELATED | F_IN_OTHER  # an enclosing element's does
 _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
+_IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM  # inside one of those (nav has menu's bit)
 _PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
 
 
@@ -195,7 +196,7 @@ def _regions(ballot: Ballot, container_share: float, wide_share: float) -> tuple
 # What the part of a container around the region must not hold for the region to widen to it:
 # an element whose class names template, or a comments, related or other section; a navigation
 # element, a header, a footer, an aside or a form.
-_NOT_CONTENT_BITS = F_THINT | _SECTION_BITS | F_IN_NAV | F_IN_HEADER | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
+_NOT_CONTENT_BITS = F_THINT | _SECTION_BITS | _IN_NAVIGATION | F_IN_HEADER
 
 
 def _whole_container(
@@ -309,7 +310,6 @@ def _warm(
 
 
 _WORD = re.compile(r"\w+")  # a word, as the scorer's tokens are
-_IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM
 # What a node `_named` names carries: its own or an enclosing element's template word, or an
 # enclosing navigation element (a cheap necessary test before the walk up).
 _MAYBE_NAMED = F_THINT | F_IN_THINT | _IN_NAVIGATION
