@@ -73,6 +73,11 @@ SELECTORS: dict[str, tuple[str, ...]] = {
     "pkgdown": ("main", "div.contents"),
     "TypeDoc": ("div.col-content", "div.col-8"),
     "dox (Haxe API docs)": ("div.span9", "div.content"),
+    # Generators of scripts/debian_docs.py's crawl: gtk-doc's DocBook page is the body's
+    # navigation table, one div of content (a refentry, chapter, section, index...), a footer.
+    "Haddock": ("div#content",),
+    "gi-docgen": ("section#main",),
+    "gtk-doc": ("body > div:not(.footer)",),
 }
 
 
