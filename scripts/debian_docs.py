@@ -15,7 +15,7 @@ index: `apt-get update`) and writes, in the folder given, what ../shared/crawl h
   scripts/crawl_generators.py reads to find each page's content element (its approximate gold).
 
 The pages are chosen as ../shared/crawl's were (its README): a package's site root is the
-folder with an `index.html` that holds the most pages; `.html` files of 500 B to 2 MB (not
+deepest folder with an `index.html` that holds at least 85% of the pages; `.html` files of 500 B to 2 MB (not
 symbolic links), decoded as UTF-8; the home page first and at most `--pages` in all, the
 others shuffled with `random.Random("seed42:<host>")`; the hosts interleaved by drawing each
 next page's host with weight equal to its pages left (`random.Random(20250607)`). A host is
@@ -58,6 +58,7 @@ PACKAGES: dict[str, str] = {
     "libcairo2-doc": "gtk-doc",
 }
 MIN_BYTES, MAX_BYTES = 500, 2_000_000
+ROOT_SHARE = 0.85  # ../shared/crawl's build folder: one that holds at least 85% of the pages
 
 
 def unpack(package: str, debs: Path, tree: Path) -> str:
@@ -76,17 +77,19 @@ def unpack(package: str, debs: Path, tree: Path) -> str:
 
 
 def site_pages(tree: Path) -> list[tuple[str, str]]:
-    """The site's pages, (path from its root, HTML), sorted by path."""
-    files = [p for p in tree.rglob("*.html") if p.is_file() and not p.is_symlink()]
-    roots = [index.parent for index in tree.rglob("index.html") if not index.is_symlink()]
+    """The site's pages, (path from its root, HTML), sorted by path. The root is the deepest
+    folder with an `index.html` that holds at least ROOT_SHARE of the pages the best such
+    folder holds (a package's doc folder over the manual's own, unless the manual is most of it)."""
+    files = [p for p in tree.rglob("*.html")
+             if p.is_file() and not p.is_symlink() and MIN_BYTES <= p.stat().st_size <= MAX_BYTES]
+    roots = [index.parent for index in tree.rglob("index.html") if index in files]
     if not roots:
         return []
-    root = max(roots, key=lambda d: (sum(d in f.parents for f in files), -len(d.parts)))
-    pages = []
-    for file in files:
-        if root in file.parents and MIN_BYTES <= file.stat().st_size <= MAX_BYTES:
-            pages.append((file.relative_to(root).as_posix(), file.read_bytes().decode("utf-8", "replace")))
-    return sorted(pages)
+    held = {root: sum(root in f.parents for f in files) for root in roots}
+    most = max(held.values())
+    root = max((r for r in roots if held[r] >= ROOT_SHARE * most), key=lambda r: (len(r.parts), r))
+    return sorted((f.relative_to(root).as_posix(), f.read_bytes().decode("utf-8", "replace"))
+                  for f in files if root in f.parents)
 
 
 def main() -> int:
