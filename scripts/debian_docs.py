@@ -82,7 +82,8 @@ def site_pages(tree: Path) -> list[tuple[str, str]]:
     folder holds (a package's doc folder over the manual's own, unless the manual is most of it)."""
     files = [p for p in tree.rglob("*.html")
              if p.is_file() and not p.is_symlink() and MIN_BYTES <= p.stat().st_size <= MAX_BYTES]
-    roots = [index.parent for index in tree.rglob("index.html") if index in files]
+    pages_found = set(files)
+    roots = [index.parent for index in tree.rglob("index.html") if index in pages_found]
     if not roots:
         return []
     held = {root: sum(root in f.parents for f in files) for root in roots}
