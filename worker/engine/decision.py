@@ -280,11 +280,18 @@ def _warm(
         own_first = own_end = first = end = 0
         nodes = None  # no block is inside a content region
         node_chars = node_achars = []
+    outer_threshold = plp.outer_threshold
+    held_threshold = 1.0
+    if ballot.held and scores is not None:
+        # A held first page (engine/firstpages.py): beside the region, the model as on a first
+        # page, at the page's own threshold where that is lower.
+        held_threshold = cold_threshold(scores, chars, plp)
+        outer_threshold = min(outer_threshold, held_threshold)
     args = (
         chars, tchars, ballot.outright, nodes, node_chars, node_achars, ballot.novel, first, end,
         ballot.novelty, ballot.presence, scores,
         params.table.template_ratio, rp.layout_novelty, rp.layout_presence, plp.inner_threshold,
-        plp.outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.outer_ratio, plp.region_quantile,
+        outer_threshold, plp.max_removed_share, plp.inner_ratio, plp.outer_ratio, plp.region_quantile,
     )
     kernel = compiled.kernel("block_decisions")
     if kernel is None:
@@ -306,7 +313,28 @@ def _warm(
                     method[i] = METHOD_TABLE
     if ballot.novel is not None:  # keep_new_text returns at once where the model removed nothing
         keep_new_text(template, method, ballot.novel, plp.max_new_removed_share)
+    if ballot.held and scores is not None and cues is not None and nodes is not None:
+        held_navigation(template, method, cues, scores, first, end, held_threshold)
     return template, method
+
+
+_HELD_NAVIGATION = _IN_NAVIGATION | F_IN_HEADER
+
+
+def held_navigation(
+    template: list[bool], method: list[str], cues: PageTree, scores: list[float], first: int, end: int,
+    threshold: float,
+) -> None:
+    """A held first page's blocks inside its region that lie in a navigation element (nav,
+    aside, header, footer, form) go by the model read at the first page's own threshold
+    (in place): with one other page in the table, a story's footer of previous/next links,
+    an aside of editor's picks or a share bar inside the article's element is new text,
+    which the region keeps, though the model alone removes it."""
+    flags = cues.flags
+    for i, n in enumerate(cues.node_of_block):
+        if first <= n < end and not template[i] and flags[n] & _HELD_NAVIGATION and scores[i] > threshold:
+            template[i] = True
+            method[i] = METHOD_PAGELEVEL
 
 
 _WORD = re.compile(r"\w+")  # a word, as the scorer's tokens are

@@ -267,6 +267,11 @@ class PageLevelParams:
         link, leaving the copyright line: not a page's content). 0: no such guard. Chosen on
         ../shared/crawl's first pages (the corpora score the same from 100 to 300:
         docs/measurements.md, "A first page the model would leave a line of").
+    hold_first: a host's first page is decided once its second page is in the table
+        (engine/firstpages.py), its output held for at most this many positions of the
+        stream (offline: items of the input; the stream worker: messages of the partition);
+        a host whose second page comes later has its first page as decided alone. 0: every
+        first page decided alone, at once.
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
         (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
@@ -293,6 +298,7 @@ class PageLevelParams:
     cold_max_removed_share: float = 0.95
     max_new_removed_share: float = 0.9
     cold_min_kept: int = 200
+    hold_first: int = 1000
     smoothing: float = 0.0
     weighting: str = "log"
     max_values: int = 64
@@ -315,6 +321,8 @@ class PageLevelParams:
             raise ConfigError("smoothing must not be negative")
         if self.cold_min_kept < 0:
             raise ConfigError("pagelevel.cold_min_kept must be >= 0")
+        if self.hold_first < 0:
+            raise ConfigError("pagelevel.hold_first must be >= 0")
         if self.max_host_pages < 0 or self.max_values < 2 or self.max_smooth_nodes < 1:
             raise ConfigError("max_host_pages must be >= 0, max_values >= 2, max_smooth_nodes >= 1")
 

@@ -94,10 +94,12 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
 
 
 def decide_with_ballot(
-    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False
+    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False
 ) -> tuple[Outcome, Ballot | None]:
     """`decide`, also handing back the page's ballot (None for a dead page): the evidence
-    the decision weighed, which `detemplate eval --loco` replays under other parameters."""
+    the decision weighed, which `detemplate eval --loco` replays under other parameters.
+    `held`: the page is its host's first, decided once its second is in `table`
+    (engine/firstpages.py)."""
     try:
         walked = walk_page(page, table, params, with_html)
     except BadInputError as exc:
@@ -105,8 +107,20 @@ def decide_with_ballot(
     keys = page_keys(walked, table, params)
     dfs = update_table(keys, table)
     ballot = cast_votes(walked, keys, dfs, table, params)
+    ballot.held = held
     combined = combine_votes(walked, ballot, params)
     return page_outcome(page, walked, keys, ballot, combined, table, params), ballot
+
+
+def observe_page(page: RawPage, table: HostTable, params: EngineParams) -> bool:
+    """What `decide` does to `table` for one page, without the votes: its keys observed (and
+    its cluster assigned). False for a page that is not usable input (the table untouched)."""
+    try:
+        walked = walk_page(page, table, params, False)
+    except BadInputError:
+        return False
+    update_table(page_keys(walked, table, params), table)
+    return True
 
 
 def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: bool) -> WalkedPage:

@@ -91,6 +91,7 @@ class Ballot:
     scores: Any = None  # per block: the page-level model's templateness (a float array), or None
     title: str | None = None  # the page's <title> (page/meta.py page_title): the clean record's, and the headline's
     headlines: list[int] | None = None  # engine/decision.py headline_blocks, once made
+    held: bool = False  # a host's first page decided once its second was in the table (engine/firstpages.py)
     _tally: Tally | None = None
 
     def vote_keys(self, keys: set[int]) -> None:
