@@ -91,6 +91,26 @@ def test_n_jobs_write_the_bytes_of_one(crawl: Path, tmp_path: Path, fmt: str) ->
     assert outputs[3] == outputs[1]
 
 
+def test_first_pages_published_by_their_bound_are_at_the_place_of_one_job(tmp_path: Path) -> None:
+    # Hosts whose second page comes more than `hold_first` items after their first have their
+    # first page go out alone after that many items: at the same place whatever job decides it.
+    sites = [make_site(f"late{n}.example", 2, seed=n, layout="docs") for n in range(4)]
+    busy = [sp.page for sp in make_site("busy.example", 12, seed=9, layout="blog")]
+    pages = [*(s[0].page for s in sites), *busy, *(s[1].page for s in sites)]
+    crawl = write_jsonl(pages, tmp_path / "late.jsonl")
+    outs = {}
+    for jobs in (1, 2, 3):
+        out = tmp_path / f"late-{jobs}.jsonl"
+        run([crawl], out, "--jobs", str(jobs), "--param", "pagelevel.hold_first=5")
+        outs[jobs] = out.read_bytes()
+    assert outs[2] == outs[1] and outs[3] == outs[1]
+    urls = [json.loads(line)["url"] for line in outs[1].splitlines()]
+    # late0..3 at items 0..3 go out after items 5..8 (busy's first page, item 4, waits for its second).
+    late = [s[0].page.url for s in sites]
+    b = [p.url for p in busy]
+    assert urls[:9] == [b[0], b[1], late[0], b[2], late[1], b[3], late[2], b[4], late[3]]
+
+
 def test_lines_routed_undecoded_or_decoded_give_the_bytes_of_one_job(crawl: Path, tmp_path: Path) -> None:
     # The parent hands a line that starts with "url" and "host" over undecoded and decodes
     # the others itself: records of either shape, and one naming its host twice, differently.
@@ -135,8 +155,15 @@ def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:
     run([crawl], out, "--jobs", "3")
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(records) == 64
-    assert [i for i, r in enumerate(records) if "error" in r] == [9]
-    assert records[9]["error"] == "bad_json"
+    # Before the bad line (the 10th item) go the outputs of the pages before it, but a host's
+    # first page whose second page comes after it: held, it goes out just before its second.
+    hosts = [json.loads(line)["host"] if line.startswith("{\"") else None
+             for line in crawl.read_text(encoding="utf-8").splitlines()]
+    second_at = {h: [i for i, x in enumerate(hosts) if x == h][1] for h in set(hosts) if h}
+    held_past = sum(1 for h in hosts[:9] if h and hosts.index(h) < 9 < second_at[h])
+    assert held_past == 5  # hosts 2 to 6 (7 hosts interleaved: their second pages after the bad line)
+    assert [i for i, r in enumerate(records) if "error" in r] == [9 - held_past]
+    assert records[9 - held_past]["error"] == "bad_json"
     # Each host's pages in input order: page_no counts up.
     by_host: dict[str, list[int]] = {}
     for r in records:
@@ -380,7 +407,8 @@ def test_parquet_of_n_jobs_is_the_file_of_one(crawl: Path, tmp_path: Path, monke
     assert files[2] == files[1] and files[3] == files[1]
     assert pq.ParquetFile(tmp_path / "out-2.parquet").num_row_groups == 7
     table = pq.read_table(tmp_path / "out-2.parquet")
-    assert table.num_rows == 64 and table.column("error").to_pylist()[9] == "bad_json"
+    # The bad line after 4 outputs: see test_dead_inputs_are_at_their_place.
+    assert table.num_rows == 64 and table.column("error").to_pylist()[4] == "bad_json"
 
 
 def test_the_host_count_is_exact_then_estimated_in_bounded_memory() -> None:

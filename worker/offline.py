@@ -1,7 +1,8 @@
 """`detemplate run`: the embedded default, over WARC, JSONL or folders of HTML, no Kafka.
 
 Pages are decided in input order, one pass, each with only what came before it, by the
-same `process_page` the stream worker calls; JSONL output records are encoded by
+same engine the stream worker calls (each host's first page held until its second is
+decided: engine/firstpages.py); JSONL output records are encoded by
 `detemplate.io.codec`, so they are byte-identical to what the worker publishes. Other
 formats (Markdown, plain text, WET, Parquet: `detemplate.io.formats`) carry the same
 fields.
@@ -20,16 +21,18 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from xxhash import xxh3_64_intdigest
 
 from . import parallel
 from .engine import page
 from .engine.errors import BadInputError, ConfigError, DetemplateError
+from .engine.firstpages import Decided, FirstPages
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, add_param_argument, with_overrides
-from .engine.pipeline import process_page
+from .engine.pipeline import decide
+from .engine.table import HostTable
 from .io import codec
 from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
 from .state import expiry
@@ -164,6 +167,19 @@ def open_output(path: str, stack: ExitStack, compress: bool = True) -> IO[bytes]
     return stack.enter_context(open(p, "wb"))
 
 
+class Placement(Protocol):
+    """Where a run's outputs go in the input's order, for a job of `run --jobs` (parallel.py):
+    the item being decided, and a held first page published by its bound at another place."""
+
+    def position(self) -> int:
+        """The position in the input of the item being decided."""
+        ...
+
+    def place(self, at: int | None) -> None:
+        """Outputs from now on go just after position `at`'s (None: the item's own place again)."""
+        ...
+
+
 def run_pages(
     pages: Iterable[RawPage | DeadPage],
     store: SegmentStore,
@@ -173,13 +189,17 @@ def run_pages(
     with_html: bool = False,
     summary: RunSummary | None = None,
     writer: Writer | None = None,
+    placement: Placement | None = None,
 ) -> RunSummary:
-    """Decide every page in order, writing clean pages and error records to `writer` (JSONL to `out` when None)."""
+    """Decide every page in order, writing clean pages and error records to `writer` (JSONL to
+    `out` when None). A host's first page goes out once its second is decided
+    (engine/firstpages.py), just before it."""
     summary = summary or RunSummary()
     if writer is None:
         assert out is not None, "run_pages writes to `writer` or, as JSONL, to `out`"
         writer = JsonlWriter(out, OutputOptions())
     started = time.perf_counter()
+    first_pages = FirstPages(params, with_html)
 
     def write_events(events: Iterable[TemplateEvent]) -> None:
         for event in events:
@@ -187,14 +207,11 @@ def run_pages(
             if events_out is not None:
                 events_out.write(codec.encode_event(event) + b"\n")
 
-    try:
-        for item in pages:
-            summary.pages += 1
-            if isinstance(item, DeadPage):
-                summary.errors[item.reason] += 1
-                writer.dead(item)
-                continue
-            outcome = process_page(item, store, params, with_html)
+    def publish(decided: Iterable[Decided]) -> None:
+        for item in decided:
+            page_in, outcome, at = item.page, item.outcome, item.at
+            if at is not None and placement is not None:
+                placement.place(at)
             if outcome.dead is not None:
                 summary.errors[outcome.dead.reason] += 1
                 writer.dead(outcome.dead)
@@ -202,12 +219,12 @@ def run_pages(
             clean = outcome.clean
             assert clean is not None  # an Outcome holds a clean page or a dead one
             try:
-                writer.clean(clean, item)
+                writer.clean(clean, page_in)
             except BadInputError as exc:
                 # A field no output can carry (a lone surrogate from an API caller's page): an
                 # error line in its place, and the run goes on.
                 summary.errors[exc.reason] += 1
-                writer.dead(DeadPage(clean.url, clean.host, exc.reason, exc.detail, item.source))
+                writer.dead(DeadPage(clean.url, clean.host, exc.reason, exc.detail, page_in.source))
                 continue
             summary.clean += 1
             summary.hosts.add(clean.host)
@@ -215,11 +232,34 @@ def run_pages(
                 summary.chars += block.chars
                 if block.verdict == "template":
                     summary.template_chars += block.chars
-            write_events((*outcome.events, *store.take_events()))  # a bounded table's event after the page's
+            write_events(outcome.events)
+
+    try:
+        for item in pages:
+            at = summary.pages if placement is None else placement.position()
+            summary.pages += 1
+            due = first_pages.due(at)
+            if due:  # held first pages whose second page did not come in time: as decided alone
+                publish(due)
+                if placement is not None:
+                    placement.place(None)
+            if isinstance(item, DeadPage):
+                summary.errors[item.reason] += 1
+                writer.dead(item)
+                continue
+            table = store.get(item.host)
+            if table is None:
+                table = HostTable(params.table)
+            outcome = decide(item, table, params, with_html)
+            if outcome.clean is not None:
+                store.put(item.host, table)
+            publish(first_pages.decided(item, outcome, None, at))
+            write_events(store.take_events())  # a bounded table's event after the page's
             if summary.pages % FLUSH_EVERY_PAGES == 0:
                 store.flush()
                 store.expire()  # whole hosts unseen too long, or over the budget (state/expiry.py)
                 write_events(store.take_events())
+        publish(first_pages.flush())  # the end of the input: what is still held, in input order
     finally:
         summary.seconds += time.perf_counter() - started
         summary.markdown_fallbacks = writer.fallbacks

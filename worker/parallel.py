@@ -82,6 +82,7 @@ STDIN = "-"
 # A record of a worker's temporary file: seq, index of the write within that seq, length;
 # then the bytes. Little-endian, fixed size, so the merge reads without parsing.
 _RECORD = struct.Struct("<QII")
+_AFTER = 1 << 31  # the index of a record placed after a position's own (see _RecordSink.place)
 _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
 _BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
@@ -167,6 +168,7 @@ def job_of(host: str, jobs: int) -> int:
 
 
 # offline.run_pages, handed in: (pages, store, params, out, events_out, with_html, summary,
+# writer, placement)
 # writer) -> its RunSummary. This module sits below the offline shell and cannot import it.
 Decide = Callable[..., Any]
 
@@ -200,12 +202,22 @@ class _RecordSink(io.BytesIO):
     def __init__(self, fh: IO[bytes]) -> None:
         super().__init__()
         self.fh = fh
-        self.seq = -1
+        self.seq = self.current = -1
         self.index = 0
 
     def at(self, seq: int) -> None:
-        self.seq = seq
+        self.seq = self.current = seq
         self.index = 0
+
+    def place(self, at: int | None) -> None:
+        """Records from now on go just after position `at`'s, before the next position's
+        (a held first page published by its bound: offline.Placement); None: back to the
+        item's own position."""
+        if at is None:
+            self.at(self.current)
+        else:
+            self.seq = at
+            self.index = _AFTER
 
     def write(self, data: ReadableBuffer, /) -> int:
         chunk = bytes(data)
@@ -214,6 +226,21 @@ class _RecordSink(io.BytesIO):
             self.fh.write(chunk)
             self.index += 1
         return len(chunk)
+
+
+class _Placement:
+    """offline.Placement for a job: its output and events sinks."""
+
+    def __init__(self, out: _RecordSink, events: _RecordSink) -> None:
+        self.out = out
+        self.events = events
+
+    def position(self) -> int:
+        return self.out.current
+
+    def place(self, at: int | None) -> None:
+        self.out.place(at)
+        self.events.place(at)
 
 
 def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -351,7 +378,8 @@ def _decide_share(
 
             try:
                 return spec.decide(
-                    mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer
+                    mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer,
+                    _Placement(out, events),
                 )
             finally:
                 writer.close()

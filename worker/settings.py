@@ -77,6 +77,10 @@ class StreamSettings:
         least recently seen dropped; the same default as `run` (state/expiry.py).
     expiry_sweep_s: how often the worker looks for hosts to drop (a scan of its hosts' index
         entries, between two messages); at least 20 times the last sweep's duration apart.
+    hold_idle_s: a host's first page waits for its second (engine/firstpages.py, at most
+        `pagelevel.hold_first` messages of its partition); a partition that has had no
+        message for this many seconds publishes the first pages it holds as decided alone,
+        as `run` does at the end of its input.
     commit_before_snapshot: commit the input offsets before a snapshot replaces a host's older
         one, so that no page that snapshot covered is read again (docs/stream.md). Off only to
         test what a crash in that window does: such a page is then decided against the current
@@ -134,6 +138,7 @@ class StreamSettings:
     state_budget_bytes: int = 0
     max_table_entries: int = 200_000  # = state.expiry.DEFAULT_MAX_TABLE_ENTRIES (tests/test_settings.py)
     expiry_sweep_s: float = 60.0
+    hold_idle_s: float = 5.0
     commit_before_snapshot: bool = True
     params: str = ""
     security_protocol: str = "PLAINTEXT"
@@ -171,6 +176,8 @@ class StreamSettings:
             )
         if self.expiry_sweep_s <= 0:
             raise ConfigError("expiry_sweep_s must be positive")
+        if self.hold_idle_s <= 0:
+            raise ConfigError("hold_idle_s must be positive")
         self.engine_params()  # fail early on a bad override
         names = [self.topic_raw, self.topic_clean, self.topic_events, self.topic_dead, self.topic_state]
         if len(set(names)) != len(names):

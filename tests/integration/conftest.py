@@ -27,9 +27,9 @@ from typing import IO
 
 import pytest
 from detemplate.engine.errors import ConfigError
+from detemplate.engine.firstpages import process_pages
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
-from detemplate.engine.pipeline import process_page
 from detemplate.io import codec
 from detemplate.settings import StreamSettings, env_for
 from detemplate.state.expiry import ExpiryPolicy
@@ -380,11 +380,12 @@ def offline(pages: list[RawPage], params: EngineParams | None = None, policy: Ex
     store = MemoryStore(policy)
     clean: dict[str, list[bytes]] = defaultdict(list)
     events: dict[str, list[bytes]] = defaultdict(list)
-    for page in pages:
-        outcome = process_page(page, store, params)
+    for decided in process_pages(pages, store, params):
+        outcome = decided.outcome
+        host = decided.page.host
         assert outcome.clean is not None
-        clean[page.host].append(codec.encode_clean(outcome.clean))
-        events[page.host].extend(codec.encode_event(e) for e in (*outcome.events, *store.take_events()))
+        clean[host].append(codec.encode_clean(outcome.clean))
+        events[host].extend(codec.encode_event(e) for e in (*outcome.events, *store.take_events()))
     return Offline(dict(clean), dict(events), store)
 
 

@@ -140,6 +140,30 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
         assert "glibc mmap threshold fixed" in cluster.log("w1")
 
 
+def test_first_pages_wait_for_their_second_and_a_lone_one_goes_out_when_its_partition_is_idle(
+    cluster: Cluster,
+) -> None:
+    """A host's first page goes out with its second, decided with it, as `run` decides it; a host
+    with one page has it go out alone once its partition had no message for hold_idle_s."""
+    pages = [*crawl(4, hosts=3), make_site("lone.example", 1, seed=9)[0].page]
+    cluster.settings = cluster.settings.with_overrides(hold_idle_s=1.0)
+    cluster.produce_pages(pages)
+    cluster.start_worker("w1")
+    urls = {p.url for p in pages}
+    records = cluster.wait_for(
+        cluster.settings.topic_clean, lambda rs: {json.loads(r.value)["url"] for r in rs} >= urls
+    )
+    assert len(records) == len(pages)
+    assert_same_as_offline(cluster, pages, by_host(records))
+    port = re.search(r"metrics and health on http://127\.0\.0\.1:(\d+)", cluster.log("w1"))
+    assert port is not None
+    with urllib.request.urlopen(f"http://127.0.0.1:{port.group(1)}/metrics", timeout=10) as resp:
+        scraped = resp.read().decode()
+    assert 'detemplate_first_pages_released_total{how="second"} 3.0' in scraped
+    assert 'detemplate_first_pages_released_total{how="alone"} 1.0' in scraped
+    assert "detemplate_first_pages_held 0.0" in scraped
+
+
 def test_sigkill_mid_stream_loses_nothing_and_tables_match(cluster: Cluster) -> None:
     pages = crawl(120)  # 600 pages
     sent = cluster.produce_tracked([page_message(p) for p in pages])

@@ -54,3 +54,25 @@ def test_partitions_are_independent_and_forgotten_on_rebalance() -> None:
     assert (p.commit_offset("a"), p.commit_offset("b")) == (1, 101)
     p.forget()
     assert not p.started("a") and p.commit_offset("b") is None
+
+
+def test_a_held_page_holds_the_commit_back_until_it_has_its_output() -> None:
+    """A host's first page held for its second (engine/firstpages.py) was processed but has no
+    output: the commit stops at it, while the position goes on; once it goes out, the commit
+    follows the position again."""
+    p = Progress()
+    p.start("tp", 10)
+    for offset in range(10, 20):
+        p.done("tp", offset)
+    p.hold("tp", 12)
+    assert (p.next_offset("tp"), p.commit_offset("tp")) == (20, 12)
+    p.hold("tp", 17)  # the page at 12 went out; the one at 17 is the oldest held now
+    assert p.commit_offset("tp") == 17
+    p.hold("tp", None)
+    assert p.commit_offset("tp") == 20
+    p.hold("tp", 15)
+    p.forget()  # a rebalance: the held pages are dropped, read again by the next owner
+    p.start("tp", 15)
+    assert p.commit_offset("tp") == 15 and p.next_offset("tp") == 15
+    p.done("tp", 15)
+    assert p.commit_offset("tp") == 16

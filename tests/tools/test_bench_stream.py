@@ -7,8 +7,8 @@ import dataclasses
 import math
 
 import pytest
+from detemplate.engine.firstpages import process_pages
 from detemplate.engine.params import EngineParams
-from detemplate.engine.pipeline import process_page
 from detemplate.io import codec
 from detemplate.state.memory import MemoryStore
 from detemplate.tools.bench_stream import offline_pass, same_speed_ratio
@@ -40,12 +40,11 @@ def test_the_offline_pass_starts_from_the_records_bytes_as_the_worker_does() -> 
     assert rate > 0
     own_ms = figures["offline_cpu_ms_per_page"] - figures["offline_decide_cpu_ms_per_page"]
     assert 0 < figures["offline_decode_cpu_ms_per_page"] < own_ms
-    store = MemoryStore()
     expected = {}
-    for page in pages:
-        clean = process_page(page, store, EngineParams()).clean
+    for decided in process_pages(pages, MemoryStore(), EngineParams()):
+        clean = decided.outcome.clean
         assert clean is not None
-        expected[page.url + "\x00" + page.host] = codec.encode_clean(clean)
+        expected[decided.page.url + "\x00" + decided.page.host] = codec.encode_clean(clean)
     assert reference == expected  # the decoded records are the pages: the same outputs
 
 

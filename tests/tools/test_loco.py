@@ -50,7 +50,10 @@ def test_replaying_the_default_setting_reproduces_eval(tmp_path: Path) -> None:
     warm = loco.replay(records.warm, params, [()])[()]
     f1 = (cold[2] + warm[2]) / records.pages
     assert f1 == pytest.approx(evaluate_corpus(load_corpus(folder), params).scores.f1, abs=1e-9)
-    assert records.cold and records.warm  # a host's first page, and the others
+    # Each host's first page is held for its second (a warm record, at the first page's
+    # threshold: counted among the first pages), and no page is decided alone.
+    assert not records.cold and records.warm
+    assert records.first_pages == sum(r.ballot.held for r in records.warm) >= 1
 
 
 def test_replaying_a_shop_reproduces_eval(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ whether or not it was seen before:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -47,6 +48,7 @@ from faust.transport.consumer import Consumer
 from faust.types import TP
 
 from ..engine.errors import StateError
+from ..engine.firstpages import Decided, FirstPages
 from ..engine.model import CleanPage, DeadPage, Outcome, RawPage, TemplateEvent
 from ..engine.params import EngineParams
 from ..engine.pipeline import decide
@@ -212,6 +214,10 @@ class StreamWorker:
         self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
         self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
+        # Each partition's hosts' first pages waiting for their second (engine/firstpages.py),
+        # by pages.raw partition; their offsets hold the partition's commit back (`Progress.hold`).
+        self.first_pages: dict[int, FirstPages] = {}
+        self._deciding = asyncio.Lock()  # a batch's pages, or the held pages an idle partition publishes
 
         def topic(name: str, partitions: int) -> Any:
             return app.topic(
@@ -260,6 +266,7 @@ class StreamWorker:
         app.timer(2.0)(self._log_stats)
         app.timer(1.0)(self._update_metrics)
         app.timer(1.0)(self._watch_stalls)
+        app.timer(1.0)(self._release_idle)
         app.task(self._on_start)
 
     async def _on_start(self) -> None:
@@ -321,6 +328,7 @@ class StreamWorker:
         # changelog: live tables are rebuilt from the store on each host's next page, and
         # each partition starts again from its committed offset.
         self.hosts.clear()
+        self.first_pages.clear()  # not committed: the partitions' next owner reads them again
         self.progress.forget()
         self.start_offset.clear()
         self._last_message.clear()
@@ -364,7 +372,7 @@ class StreamWorker:
             return
         for tp in idle:
             end = ends.get(tp)
-            nxt = self.progress.commit_offset(tp)
+            nxt = self.progress.next_offset(tp)
             if nxt is None:
                 if end is None or end <= 0:
                     continue
@@ -372,7 +380,7 @@ class StreamWorker:
                 if not self.progress.started(tp):  # the batch task may have started it meanwhile
                     self.progress.start(tp, start)
                     self.start_offset[tp] = start
-                nxt = self.progress.commit_offset(tp)
+                nxt = self.progress.next_offset(tp)
             if end is None or nxt is None or nxt >= int(end):
                 continue
             logger.warning("partition=%d: offsets %d..%d not delivered for %.0f s: fetching them again",
@@ -389,7 +397,7 @@ class StreamWorker:
         recovery = self.app.tables.recovery  # type: ignore[attr-defined]  # TableManager has it, TableManagerT not
         m.set_standby_remaining(recovery.standby_tps, recovery.standby_highwaters, recovery.standby_offsets)
         for tp in list(self.start_offset):
-            nxt = self.progress.commit_offset(tp)
+            nxt = self.progress.next_offset(tp)
             try:
                 hw = self.app.consumer.highwater(tp)
             except Exception:
@@ -409,7 +417,8 @@ class StreamWorker:
         while True:
             batch = await inbox.get()
             try:
-                await self.handle_batch(batch)
+                async with self._deciding:
+                    await self.handle_batch(batch)
             finally:
                 inbox.done()
 
@@ -482,7 +491,7 @@ class StreamWorker:
             return
         if position is Position.AHEAD:
             seek, hole = progress.wait(tp, time.monotonic())
-            missing = progress.commit_offset(tp)
+            missing = progress.next_offset(tp)
             if not hole:
                 self.stats.deferred += 1
                 self.metrics.order("deferred")
@@ -499,6 +508,11 @@ class StreamWorker:
             )
             progress.skip_to(tp, offset)
         await self._maybe_sweep(now_ms)
+        first_pages = self.first_pages.get(tp.partition)
+        if first_pages is not None and first_pages.held:
+            # Held first pages whose second page did not come within the bound: as decided alone.
+            due = first_pages.due(offset)
+            await self._release(tp, due, len(due), "alone")
         await self.process(key, value, tp, offset, now_ms)
         progress.done(tp, offset)
 
@@ -564,7 +578,45 @@ class StreamWorker:
         writes += self._index_records(host, hs, offset, now_ms, force=table.pages == 1 or len(writes) > 1)
         await self._put_state(tp.partition, writes)
         self.stats.pages += 1
-        await self._publish(host, outcome.clean, events, source, raw)
+        if len(events) != len(outcome.events):
+            outcome = dataclasses.replace(outcome, events=tuple(events))
+        await self._decided(page, outcome, tp, offset, raw)
+
+    async def _decided(self, page: RawPage, outcome: Outcome, tp: TP, offset: int, raw: bytes | None) -> None:
+        """Publish what a live page's decision lets out: nothing for a host's first page (held
+        for its second), the held first page then this one for a second page, else this one."""
+        first_pages = self.first_pages.get(tp.partition)
+        if first_pages is None:
+            first_pages = self.first_pages[tp.partition] = FirstPages(self.params, self.settings.with_html)
+        decided = first_pages.decided(page, outcome, None, offset, raw)
+        await self._release(tp, decided, sum(d.page is not page for d in decided))
+
+    async def _release(self, tp: TP, decided: list[Decided], released: int, how: str = "second") -> None:
+        """Publish decided pages (their events with them; `released` of them held first pages,
+        published `how`), and let the partition's commit move up to its oldest page still held."""
+        for d in decided:
+            clean = d.outcome.clean
+            assert clean is not None  # FirstPages holds and hands back live pages only
+            await self._publish(d.page.host, clean, d.outcome.events, d.page.source, d.tag)
+        first_pages = self.first_pages.get(tp.partition)
+        self.progress.hold(tp, None if first_pages is None else first_pages.oldest())
+        self.metrics.first_pages(sum(len(f) for f in self.first_pages.values()), released, how)
+
+    async def _release_idle(self) -> None:
+        """Publish, as decided alone, the first pages held by a partition that had no message
+        for `hold_idle_s` (their second page may never come; `run` does this at the end of its input)."""
+        if not self.first_pages:
+            return
+        now = time.monotonic()
+        async with self._deciding:
+            for tp in list(self.progress.partitions()):
+                first_pages = self.first_pages.get(tp.partition)
+                if first_pages is None or not first_pages.held:
+                    continue
+                if now - self._last_message.get(tp, now) < self.settings.hold_idle_s or self.inbox.holds(tp):
+                    continue
+                idle = first_pages.idle()
+                await self._release(tp, idle, len(idle), "alone")
 
     def _decide(self, page: RawPage, table: HostTable) -> Outcome:
         """`decide`, timed: its latency and the event loop thread's CPU in it (the engine's share)."""
@@ -607,7 +659,8 @@ class StreamWorker:
             dropped = table.evict_oldest(self.policy.max_table_entries)
             if dropped:
                 events.append(capped_event(host, table.pages, "", dropped, len(table), self.policy.max_table_entries))
-            await self._publish(host, outcome.clean, events, page.source, raw)
+                outcome = dataclasses.replace(outcome, events=tuple(events))
+            await self._decided(page, outcome, tp, offset, raw)  # a first page is held again
             return
         # No delta has this offset. A dead page leaves none: deciding it again gives the same
         # dead letter (a page's deadness does not depend on the table). Otherwise the page is
@@ -746,7 +799,7 @@ class StreamWorker:
         raw_tps = [tp for tp in self.app.consumer.assignment() if tp.topic == self.settings.topic_raw]
         for tp in raw_tps:
             done = max(self.app.monitor.tp_committed_offsets.get(tp, -1), self.start_offset.get(tp, 0))
-            nxt = self.progress.commit_offset(tp)
+            nxt = self.progress.next_offset(tp)
             after: bytes | None = None
             while True:
                 # A chunk at a time, the event loop between them: the consumer's heartbeats and

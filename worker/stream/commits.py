@@ -20,7 +20,8 @@ offset when nothing is committed):
   the worker seeks the partition back to the position, so the missing messages come, then
   this one again, in order. Its output comes then; until then it has none, and
 - the commit of a partition never goes past the position (`SafeCommitConsumer`), whatever
-  Faust acked: nothing is committed that has no output.
+  Faust acked, nor past a page held without its output (a host's first page waiting for its
+  second: engine/firstpages.py): nothing is committed that has no output.
 
 An offset with no message at all (a hole left by compaction or transaction markers; not
 expected on pages.raw) would hold a partition for ever; after `HOLD_S` seconds of seeking
@@ -70,6 +71,7 @@ class Progress:
     reseek_s: float = RESEEK_S
     _next: dict[Any, int] = field(default_factory=dict)
     _waits: dict[Any, _Wait] = field(default_factory=dict)
+    _held: dict[Any, int] = field(default_factory=dict)  # the oldest offset held without its output
 
     def started(self, tp: Any) -> bool:
         return tp in self._next
@@ -78,6 +80,7 @@ class Progress:
         """The partition's first offset to process: its committed offset, or its first one."""
         self._next[tp] = offset
         self._waits.pop(tp, None)
+        self._held.pop(tp, None)
 
     def position(self, tp: Any, offset: int) -> Position:
         nxt = self._next[tp]
@@ -110,14 +113,31 @@ class Progress:
         self._next[tp] = offset
         self._waits.pop(tp, None)
 
+    def hold(self, tp: Any, offset: int | None) -> None:
+        """The oldest message of `tp` processed but without its output yet (a host's first
+        page held for its second: engine/firstpages.py), or None: the commit stops there."""
+        if offset is None:
+            self._held.pop(tp, None)
+        else:
+            self._held[tp] = offset
+
+    def next_offset(self, tp: Any) -> int | None:
+        """The next offset of `tp` not processed (None: not started in this assignment)."""
+        return self._next.get(tp)
+
     def commit_offset(self, tp: Any) -> int | None:
         """The offset up to which `tp` may be committed (None: not started in this assignment)."""
-        return self._next.get(tp)
+        nxt = self._next.get(tp)
+        held = self._held.get(tp)
+        if nxt is None or held is None:
+            return nxt
+        return min(nxt, held)
 
     def forget(self) -> None:
         """Partitions were revoked or assigned: every partition starts again from its committed offset."""
         self._next.clear()
         self._waits.clear()
+        self._held.clear()
 
     def waiting(self) -> int:
         """Partitions waiting for a missing offset now."""

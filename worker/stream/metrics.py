@@ -13,6 +13,7 @@ Kafka or the environment.
     metrics.published_dead(reason)                    #   dead letters
     metrics.order(kind)                               # replayed, redecided, deferred or skipped messages
     metrics.changelog_records(n)                      # state records written
+    metrics.first_pages(held, released, how)          # hosts' first pages held for their second
     metrics.host_expired(reason), table_capped()      # whole-host expiry, bounded tables
     metrics.observe_tables(tables)                    # from a timer: hosts, segments
     metrics.set_consumer_lag(partition, lag)          # from a timer
@@ -37,6 +38,10 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
                                     (a partition behind its end that delivered nothing: sought back),
                                     state_reset (a host's records did not load)
     partitions_waiting              partitions waiting for a missing offset now
+    first_pages_held                hosts' first pages held for their second page now (engine/firstpages.py)
+    first_pages_released_total{how} held first pages published: second (decided with the host's second
+                                    page), alone (its second page did not come within the bound, or
+                                    the partition had no message for hold_idle_s)
     changelog_records_total         state changelog records written (tombstones included)
     hosts_expired_total{reason}     whole hosts dropped: unseen_pages, unseen_time, budget
     tables_capped_total             pages after which a host's table was bounded (max_table_entries)
@@ -131,6 +136,10 @@ class Metrics:
             ["kind"], registry=r,
         )
         self.waiting = Gauge(f"{PREFIX}_partitions_waiting", "partitions waiting for a missing offset", registry=r)
+        self.held = Gauge(f"{PREFIX}_first_pages_held", "hosts' first pages held for their second page",
+                          registry=r)
+        self.released = Counter(f"{PREFIX}_first_pages_released", "held first pages published, by how",
+                                ["how"], registry=r)
         self.expired = Counter(f"{PREFIX}_hosts_expired", "whole hosts dropped from the state, by reason",
                                ["reason"], registry=r)
         self.capped = Counter(f"{PREFIX}_tables_capped", "pages after which a host's table was bounded", registry=r)
@@ -219,6 +228,12 @@ class Metrics:
 
     def order(self, kind: str) -> None:
         self.order_counter.labels(kind=kind).inc()
+
+    def first_pages(self, held: int, released: int = 0, how: str = "") -> None:
+        """Hosts' first pages held now, and `released` more published `how` (second, alone)."""
+        self.held.set(held)
+        if released:
+            self.released.labels(how=how).inc(released)
 
     def set_waiting_partitions(self, n: int) -> None:
         self.waiting.set(n)

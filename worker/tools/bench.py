@@ -48,6 +48,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from ..engine.errors import ConfigError
+from ..engine.firstpages import process_pages
 from ..engine.model import RawPage
 from ..engine.page import status as walk_status
 from ..engine.params import EngineParams, add_param_argument, with_overrides
@@ -145,11 +146,11 @@ def _detector_round(
 ) -> tuple[float, MemoryStore]:
     store = MemoryStore()
     clock = time.perf_counter
-    start = clock()
-    for page in pages:
-        t = clock()
-        process_page(page, store, params)
-        latencies.append(clock() - t)
+    start = t = clock()
+    for _ in process_pages(pages, store, params):  # a held first page's time is in its second's
+        now = clock()
+        latencies.append(now - t)
+        t = now
     return clock() - start, store
 
 
@@ -356,8 +357,8 @@ def rocks_pass(corpus: Corpus, params: EngineParams, folder: Path) -> tuple[floa
     store = RocksStore(folder, params.table)
     clock = time.perf_counter
     start = clock()
-    for page in corpus.pages:
-        process_page(page, store, params)
+    for _ in process_pages(corpus.pages, store, params):
+        pass
     store.close()
     seconds = clock() - start
     files = [f for f in folder.rglob("*") if f.is_file()]

@@ -28,11 +28,12 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..engine.firstpages import process_pages
 from ..engine.model import DeadPage, RawPage
 from ..engine.params import EngineParams
 from ..engine.pipeline import process_page
@@ -134,20 +135,26 @@ def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dic
     max_entries: dict[str, int] = defaultdict(int)
     t0 = time.perf_counter()
     c0 = time.process_time()
-    decide_s = decode_s = 0.0
-    for n, raw in enumerate(raws):
-        d0 = time.thread_time()
-        page = decode_record(raw, f"offline:{n}")
-        d1 = time.thread_time()
-        decode_s += d1 - d0
-        if isinstance(page, DeadPage):
-            raise ValueError(f"offline: page {n} does not decode: {page.reason}: {page.detail}")
-        outcome = process_page(page, store, params)
-        decide_s += time.thread_time() - d1
+    decode_s = 0.0
+
+    def decoded() -> Iterator[RawPage]:
+        nonlocal decode_s
+        for n, raw in enumerate(raws):
+            d0 = time.thread_time()
+            page = decode_record(raw, f"offline:{n}")
+            decode_s += time.thread_time() - d0
+            if isinstance(page, DeadPage):
+                raise ValueError(f"offline: page {n} does not decode: {page.reason}: {page.detail}")
+            yield page
+
+    c1 = time.thread_time()
+    for item in process_pages(decoded(), store, params):
+        page, outcome = item.page, item.outcome
         if outcome.clean is not None:
             out[page.url + "\x00" + page.host] = codec.encode_clean(outcome.clean)
             for e in outcome.events:
                 codec.encode_event(e)
+    decide_s = time.thread_time() - c1 - decode_s
     dt = time.perf_counter() - t0
     cpu_ms = (time.process_time() - c0) * 1000 / len(pages)
     # Second pass, untimed: how big the tables get, against the segments ever seen.

@@ -47,9 +47,9 @@ from selectolax.lexbor import LexborHTMLParser
 from tqdm import tqdm  # type: ignore[import-untyped]  # tqdm ships no type information
 
 from ..engine.errors import ConfigError
+from ..engine.firstpages import process_pages
 from ..engine.model import RawPage
 from ..engine.params import EngineParams, add_param_argument, with_overrides
-from ..engine.pipeline import process_page
 from ..io.codec import encode_clean, encode_dead
 from ..state import MemoryStore
 
@@ -386,10 +386,14 @@ def evaluate_corpus(
     pages: Iterable[RawPage] = corpus.pages
     if progress:
         pages = tqdm(pages, desc=corpus.name, unit="page", leave=False)
-    for page in pages:
+    decided = process_pages(pages, store, params)
+    while True:
         start = clock()
-        outcome = process_page(page, store, params)
+        item = next(decided, None)
         seconds += clock() - start
+        if item is None:
+            break
+        page, outcome = item.page, item.outcome
         html_of[page.url] = page.html
         host_of[page.url] = page.host
         if outcome.clean is not None:

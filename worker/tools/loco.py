@@ -24,7 +24,12 @@ How (docs/measurements.md says the same, with the figures):
    corpus's cold part of the mean F1 is its share of first pages times the mean F1 of a first
    page; the share is the corpus's own, the mean is taken over all its pages rather than over
    its few real first pages (one per site on a documentation site). Without it, a fold that
-   holds out chaos (nearly all first pages) chose the cold parameters on 26 pages.
+   holds out chaos (nearly all first pages) chose the cold parameters on 26 pages. A host's
+   first page held for its second (engine/firstpages.py) is decided with the table, so its
+   record is a warm one, replayed under the warm grid; it reads the model at the first page's
+   threshold, so it counts in its corpus's share of first pages. (The replay decides it with
+   the cold parameters given, not each cold setting's: the cold choice is made on the pages
+   decided alone.)
 
 The shipped defaults are the choice made on all corpora: `detemplate eval --loco` prints
 it last ("Chosen on all N corpora"), and engine/params.py holds those values.
@@ -44,10 +49,12 @@ from numpy.typing import NDArray
 
 from ..engine.decision import decide_blocks, decided_cold, headline_blocks
 from ..engine.detectors.base import Ballot
+from ..engine.firstpages import process_pages
 from ..engine.model import Block, Segment
 from ..engine.params import EngineParams, with_overrides
 from ..engine.pipeline import decide_with_ballot
 from ..engine.table import HostTable
+from ..state.memory import MemoryStore
 
 # What the host's table learns differs with these: one engine run per value.
 EVIDENCE: dict[str, tuple[float, ...]] = {"region.share": (0.5,)}
@@ -156,6 +163,9 @@ class CorpusRecords:
     cold: list[PageRecord] = field(default_factory=list)
     warm: list[PageRecord] = field(default_factory=list)
     first: list[PageRecord] = field(default_factory=list)  # every gold page as its host's first
+    # The gold pages decided with the first page's threshold: the cold ones, and a host's
+    # first page held for its second (engine/firstpages.py), which is in `warm`.
+    first_pages: int = 0
 
     @property
     def pages(self) -> int:
@@ -167,20 +177,19 @@ def record_corpus(
 ) -> CorpusRecords:
     """Run the engine over a corpus (fresh tables, stream order) and keep each gold page's
     record; with `first`, also each gold page decided as its host's first (a table of its own)."""
-    tables: dict[str, HostTable] = {}
     out = CorpusRecords(name)
-    for page in pages:
+    # In output order, as `detemplate run` decides them: a host's first page once its second
+    # is in the table (engine/firstpages.py), its ballot then, which the replay decides again.
+    for item in process_pages(pages, MemoryStore(), params, ballots=True):
+        page, outcome, ballot = item.page, item.outcome, item.ballot
         content = gold.get(page.url)
-        table = tables.get(page.host)
-        fresh = table is None
-        if table is None:
-            table = tables[page.host] = HostTable(params.table)
-        outcome, ballot = decide_with_ballot(page, table, params)
         if ballot is None or content is None or outcome.clean is None:
             continue
         record = page_record(ballot, [b.text for b in outcome.clean.blocks], content)
-        (out.cold if decided_cold(ballot, params) else out.warm).append(record)
-        if first and fresh:
+        cold = decided_cold(ballot, params)
+        (out.cold if cold else out.warm).append(record)
+        out.first_pages += cold or ballot.held
+        if first and cold and outcome.clean.page_no == 1:
             out.first.append(record)  # already decided with a table of its own
         elif first:
             alone, ballot = decide_with_ballot(page, HostTable(params.table), params)
@@ -307,7 +316,7 @@ def run_loco(
             pages[name] = records.pages
             if name not in cold:
                 cold[name] = replay(records.cold, first_params, cold_grid)
-                cold_pages[name] = len(records.cold)
+                cold_pages[name] = records.first_pages
                 first[name] = replay(records.first, first_params, cold_grid)
             warm[evidence][name] = replay(records.warm, params, warm_grid)
             if progress is not None:
