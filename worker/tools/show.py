@@ -6,7 +6,9 @@ on a copy of the host's table, so showing never changes any state:
 - with ``--state DIR``: a copy of the host's table in that RocksDB state (what the next
   `run --state DIR` would decide for the page);
 - without it: a table replayed from the host's pages in ``--input`` that come before the
-  page (what `run` over that input decided for it), or an empty table.
+  page (what `run` over that input decided for it); for the host's first page, a table of its
+  second page in ``--input``, as `run` decides a first page once its second is in the table
+  (engine/firstpages.py); or an empty table.
 
 The host's history (template share and table size page by page) comes from replaying
 the host's pages of ``--input`` on a fresh table; the state keeps no history.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine.errors import ConfigError, DetemplateError, StateError
+from ..engine.firstpages import decide_held
 from ..engine.model import CONTENT, TEMPLATE, DeadPage, Outcome, RawPage, TemplateEvent
 from ..engine.page import parse, segment_tree
 from ..engine.params import EngineParams, add_param_argument, with_overrides
@@ -121,10 +124,15 @@ def build_view(
     history_events: tuple[TemplateEvent, ...] = (),
     position: int | None = None,
     history_basis: str = "",
+    second: RawPage | None = None,
 ) -> PageView:
-    """Decide `page` on a copy of `table` and gather what the view shows about it."""
+    """Decide `page` on a copy of `table` and gather what the view shows about it; with
+    `second`, as a host's first page held for that second page (engine/firstpages.py)."""
     work = copy_table(table)
     outcome = decide(page, work, params)
+    if second is not None and outcome.clean is not None:
+        work = HostTable(params.table)
+        outcome = decide_held(page, outcome, second, params, table=work)[0]
     segments: list[tuple[SegmentView, ...]] = []
     threshold = params.table.threshold(work.pages)
     if outcome.clean is not None:
@@ -403,8 +411,13 @@ _CHART_KEY = (
 # -- the command --------------------------------------------------------------------------------
 
 
-def find_page(target: str, inputs: list[str], host: str | None) -> tuple[RawPage, list[RawPage], int | None]:
-    """The page to show, the host's pages of the inputs in order, and the page's index among them."""
+def find_page(
+    target: str, inputs: list[str], host: str | None, hold: int = 0
+) -> tuple[RawPage, list[RawPage], int | None, RawPage | None]:
+    """The page to show, the host's pages of the inputs in order, the page's index among them,
+    and, when it is the host's first and its second comes within `hold` items of the inputs
+    (`pagelevel.hold_first`), that second page: `run` decides the first once the second is
+    in the table (engine/firstpages.py)."""
     from ..io.sources import iter_inputs
 
     pool = [p for p in iter_inputs(inputs) if isinstance(p, RawPage)] if inputs else []
@@ -423,15 +436,21 @@ def find_page(target: str, inputs: list[str], host: str | None) -> tuple[RawPage
         page = matches[-1]
     if host:
         page = replace(page, host=host.strip().lower())
-    mine = [p for p in pool if p.host == page.host]
+    at = [n for n, p in enumerate(pool) if p.host == page.host]
+    mine = [pool[n] for n in at]
     index = next((i for i in range(len(mine) - 1, -1, -1) if mine[i].url == page.url), None)
-    return page, mine, index
+    # (dead items of the inputs are not in the pool: the positions are of live pages, which
+    # differs from `run`'s count only where a dead item lies between the two pages)
+    second = mine[1] if index == 0 and len(mine) > 1 and at[1] - at[0] <= hold else None
+    return page, mine, index, second
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     try:
         params = with_overrides(EngineParams(), args.param)
-        page, host_pages, index = find_page(args.target, args.input, args.host)
+        page, host_pages, index, second = find_page(
+            args.target, args.input, args.host, params.pagelevel.hold_first if not args.state else 0
+        )
         history, events, _, before, before_points = replay(host_pages, params, index)
         position = before_points if index is not None and before_points < len(history) else None
         if args.state:
@@ -441,6 +460,9 @@ def cmd_show(args: argparse.Namespace) -> int:
             basis = (
                 f"the host's {table.pages} earlier pages in the input (as `detemplate run` decided it)"
                 if table.pages
+                else "the host's second page in the input, then this one: a host's first page is decided "
+                "once its second is in the table (as `detemplate run` decided it)"
+                if second is not None
                 else "an empty table: the host's first page in the input"
             )
         elif host_pages:
@@ -458,7 +480,9 @@ def cmd_show(args: argparse.Namespace) -> int:
                 f"{history[0].page_no:,} to {history[-1].page_no:,}); the page above was decided against the "
                 f"state, which had seen {table.pages:,} of the host's pages."
             )
-        view = build_view(page, table, params, basis, tuple(history), tuple(events), position, history_basis)
+        view = build_view(
+            page, table, params, basis, tuple(history), tuple(events), position, history_basis, second
+        )
         Path(args.output).write_text(render(view), encoding="utf-8")
     except DetemplateError as exc:
         print(f"detemplate show: {exc}", file=sys.stderr)
