@@ -271,7 +271,10 @@ class PageLevelParams:
         (engine/firstpages.py), its output held for at most this many positions of the
         stream (offline: items of the input; the stream worker: messages of the partition);
         a host whose second page comes later has its first page as decided alone. 0: every
-        first page decided alone, at once.
+        first page decided alone, at once. 2000: in ../shared/crawl's order a host's second
+        page comes up to 1,543 pages after its first; a held page costs about 115 KB of memory
+        there (its HTML and its outcome alone), so at most this bound times the share of first
+        pages in the stream (docs/measurements.md).
     smoothing: the isotonic regression's price c of one more section (0: no smoothing).
     weighting: each block's weight in the smoothing loss: ``unit`` (the paper), ``log``
         (log(1 + chars)), ``sqrt`` or ``chars``; text-less blocks weigh nothing.
@@ -298,7 +301,7 @@ class PageLevelParams:
     cold_max_removed_share: float = 0.95
     max_new_removed_share: float = 0.9
     cold_min_kept: int = 200
-    hold_first: int = 1000
+    hold_first: int = 2000
     smoothing: float = 0.0
     weighting: str = "log"
     max_values: int = 64

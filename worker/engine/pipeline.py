@@ -23,6 +23,7 @@ the stream's per-page deltas replay `Outcome.applied` in that order).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -114,7 +115,10 @@ def decide_with_ballot(
 
 def observe_page(page: RawPage, table: HostTable, params: EngineParams) -> bool:
     """What `decide` does to `table` for one page, without the votes: its keys observed (and
-    its cluster assigned). False for a page that is not usable input (the table untouched)."""
+    its cluster assigned). False for a page that is not usable input (the table untouched).
+    The page-level model, which keeps nothing in the table, does not run."""
+    if params.pagelevel.enabled:
+        params = dataclasses.replace(params, pagelevel=dataclasses.replace(params.pagelevel, enabled=False))
     try:
         walked = walk_page(page, table, params, False)
     except BadInputError:
