@@ -1,18 +1,22 @@
 """detemplate: per-host web page template removal for crawl pipelines.
 
 The public API, for crawl pipelines that call the engine themselves rather than run
-`detemplate run` or the stream worker (both of which go through `process_page`):
+`detemplate run` or the stream worker (both of which decide as `process_pages` does):
 
-    from detemplate import EngineParams, MemoryStore, RawPage, process_page
+    from detemplate import EngineParams, MemoryStore, RawPage, process_pages
 
     store = MemoryStore()                      # or RocksStore("state/", params.table)
     params = EngineParams()                    # every knob, with the reason for its default
-    outcome = process_page(RawPage(url, html, host), store, params)
-    if outcome.clean is not None:              # else outcome.dead says why (bad input)
-        print(outcome.clean.text)              # the page's content, its template removed
-    for event in outcome.events:               # what the host's template did
-        print(encode_event(event).decode())
+    for decided in process_pages(pages, store, params):  # pages: RawPages in crawl order
+        outcome = decided.outcome              # of decided.page
+        if outcome.clean is not None:          # else outcome.dead says why (bad input)
+            print(outcome.clean.text)          # the page's content, its template removed
+        for event in outcome.events:           # what the host's template did
+            print(encode_event(event).decode())
 
+- `process_pages` holds each host's first page until its second is decided, and hands it
+  out just before it (engine/firstpages.py); `process_page(page, store, params)` decides
+  one page at once (a host's first page alone, from the page itself).
 - `decide(page, table, params)` is the core, for a caller that keeps each host's
   `HostTable` itself; `process_page` gets and puts it in a store.
 - Pages come from `iter_inputs` (JSONL, WARC, folders of HTML: RawPage or DeadPage per
@@ -27,6 +31,7 @@ else is internal and may change between versions.
 """
 
 from .engine.errors import BadInputError, ConfigError, DetemplateError, StateError
+from .engine.firstpages import process_pages
 from .engine.model import CleanPage, DeadPage, Outcome, RawPage, TemplateEvent
 from .engine.params import (
     ClusterParams,
@@ -76,5 +81,6 @@ __all__ = [
     "encode_event",
     "iter_inputs",
     "process_page",
+    "process_pages",
     "with_overrides",
 ]

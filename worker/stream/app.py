@@ -588,7 +588,9 @@ class StreamWorker:
         first_pages = self.first_pages.get(tp.partition)
         if first_pages is None:
             first_pages = self.first_pages[tp.partition] = FirstPages(self.params, self.settings.with_html)
-        decided = first_pages.decided(page, outcome, None, offset, raw)
+        c0 = time.thread_time()
+        decided = first_pages.decided(page, outcome, None, offset, raw)  # a held first page decided again
+        self.metrics.add_decide_cpu(time.thread_time() - c0)
         await self._release(tp, decided, sum(d.page is not page for d in decided))
 
     async def _release(self, tp: TP, decided: list[Decided], released: int, how: str = "second") -> None:

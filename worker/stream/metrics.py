@@ -215,6 +215,10 @@ class Metrics:
                     tchars += b.chars
             self._add_share(chars, tchars)
 
+    def add_decide_cpu(self, cpu_seconds: float) -> None:
+        """CPU in the engine besides a page's own decision (a held first page decided again)."""
+        self.decide_cpu.inc(cpu_seconds)
+
     def published_clean(self, omitted: tuple[str, ...] = ()) -> None:
         self.pages_out.inc()
         for name in omitted:

@@ -1,6 +1,6 @@
 """`detemplate bench`: detector speed against a bare parse, and the size of the per-host state.
 
-Speed. Pages are preloaded in memory. In each round the detector (`process_page` over a
+Speed. Pages are preloaded in memory. In each round the detector (`process_pages` over a
 fresh MemoryStore per corpus, pages in stream order) and the floor (a bare lexbor parse
 plus a Python walk of every text node, reading its text) run over the same pages, one
 after the other, in alternating order (ABBA) so drift on a shared machine hits both
@@ -564,7 +564,7 @@ def _handle(args: argparse.Namespace) -> int:
         return 0
 
     print(f"Speed, one thread, pages preloaded (shared machine: figures are noisy); page walk: {walk_status()}")
-    print("detector = process_page over a MemoryStore in stream order; floor = lexbor parse + walk of every text node")
+    print("detector = process_pages over a MemoryStore in stream order; floor = lexbor parse + walk of every text node")
     print(format_speed(rows))
     if others or other_notes:
         print()
@@ -636,7 +636,7 @@ def register(subparsers: Any) -> None:
         "bench",
         help="detector speed against a bare lexbor parse, and per-host state size",
         description=(
-            "Time the detector (process_page over an in-memory store, stream order) and a bare lexbor "
+            "Time the detector (process_pages over an in-memory store, stream order) and a bare lexbor "
             "parse plus text-node walk on the same preloaded pages, one thread, interleaved rounds; "
             "report pages/s (best and median), their ratio, per-page latency p50/p99, the serialised "
             "table size per host against the host's pages and a 24-page batch cache, and the RocksDB "

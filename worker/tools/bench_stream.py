@@ -3,7 +3,7 @@
 In one run, on the same pages in the same order:
   1. offline: what `run` does with each record, without reading or writing files: the
      record's JSON decoded (`decode_record`, of the very bytes the worker is sent),
-     `process_page` over a MemoryStore, the clean record encoded; pages/s;
+     `process_pages` over a MemoryStore (each host's first page held for its second), the clean record encoded; pages/s;
   2. a fresh Tansu broker with the topics, all pages produced to pages.raw;
   3. one `detemplate worker` process; pages/s from its first to its last clean page
      (as a consumer sees them), and the outputs checked byte-equal to the offline ones;
@@ -116,8 +116,8 @@ def same_speed_ratio(worker_ms: float, worker_decide_ms: float, offline_ms: floa
 
 
 def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dict[str, bytes], dict[str, Any]]:
-    """Pages/s of `run`'s work on a record (decode, process_page, codec); each URL's clean record;
-    table figures (and the CPU a page of process_page alone, the engine's share, as the worker
+    """Pages/s of `run`'s work on a record (decode, process_pages, codec); each URL's clean record;
+    table figures (and the CPU a page of the engine alone, the engine's share, as the worker
     measures its own, and of the decode).
 
     Both sides start from the record's bytes: `run` reads each JSONL line through
@@ -289,7 +289,7 @@ def _main(args: argparse.Namespace) -> int:
     print(f"corpus: {', '.join(corpus_paths)}: {n} pages, {len(corpus.hosts)} hosts, "
           f"{n // len(corpus.hosts)} pages per host", flush=True)
     offline_rate, reference, table_figs = offline_pass(pages, params)
-    print(f"offline: {offline_rate:,.0f} pages/s (the record decoded, process_page over MemoryStore, the clean "
+    print(f"offline: {offline_rate:,.0f} pages/s (the record decoded, process_pages over MemoryStore, the clean "
           f"record encoded), {table_figs['offline_cpu_ms_per_page']:.2f} ms CPU per page (the decode "
           f"{table_figs['offline_decode_cpu_ms_per_page']:.3f})", flush=True)
 

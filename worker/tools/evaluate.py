@@ -3,7 +3,7 @@
 A corpus folder (the format of ../shared/corpora) holds `pages.jsonl.gz` (raw pages in
 crawl order), `gold.jsonl.gz` (each page's gold main content) and, for generated sites,
 `meta.json`. The detector runs over the pages in stream order with a fresh in-memory
-store, through `detemplate.engine.pipeline.process_page` exactly as `detemplate run` does, and the
+store, through `detemplate.engine.firstpages.process_pages` exactly as `detemplate run` does, and the
 kept text of each page is scored against its gold.
 
 The metric is the one of the reference scorer (../shared/tools/score.py), reimplemented
@@ -317,7 +317,7 @@ class CorpusResult:
     fulltext: TextScores  # the fulltext baseline
     removal: float | None  # mean share of non-content tokens removed
     removal_pages: int  # pages behind `removal`
-    seconds: float  # time spent in process_page only
+    seconds: float  # time spent in process_pages only
     first_pages: int = 0  # a page is one of its host's first pages when page_no <= this
     first: TextScores | None = None  # scores of the gold pages among their host's first pages
     later: TextScores | None = None  # scores of the other gold pages
@@ -684,7 +684,7 @@ def write_report(
         "",
         "\\* anchor macro over fewer corpora (the README gives no figure for some).",
         "",
-        f"Detector speed (process_page over an in-memory store, this run): "
+        f"Detector speed (process_pages over an in-memory store, this run): "
         f"{sum(r.pages for r in results) / max(sum(r.seconds for r in results), 1e-9):.0f} pages/s "
         "(noisy on a shared machine; `detemplate bench` measures speed properly).",
         "",
@@ -859,7 +859,7 @@ def _handle(args: argparse.Namespace) -> int:
         first = results[0].first_pages if results else 0
         print("(P/R/F1: mean over gold pages; removed: share of non-content tokens removed; fullF1: fulltext baseline;")
         print(f" F1first / F1later: F1 of the pages that are among their host's first {first} / the others;")
-        print(" pages/s: time in process_page only, on a shared machine: noisy)")
+        print(" pages/s: time in process_pages only, on a shared machine: noisy)")
         if order_note:
             print(f"(each corpus's pages {order_note}, not in its own order)")
     if replays is not None:
