@@ -23,9 +23,11 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
   the parent's garbage-collector thresholds (the command line raises the first one).
 - Output: a worker gives the format's Writer a sink that files every write as a record
   (seq, index, bytes) in the worker's temporary file, in its own input order; events
-  likewise. The parent's own Writer wrote the file's header (WET's warcinfo record), and
-  the parent merges the N files by (seq, index) into the one output: the bytes of
-  `--jobs 1`. Parquet's jobs write each row as a record; the parent's ParquetWriter makes
+  likewise. A host's first page goes out with its second (under the second's seq) or, let
+  out by `pagelevel.hold_first`, under the seq it goes after, at an index past that seq's
+  own records (`_RecordSink.place`). The parent's own Writer wrote the file's header (WET's
+  warcinfo record), and the parent merges the N files by (seq, index) into the one output:
+  the bytes of `--jobs 1`. Parquet's jobs write each row as a record; the parent's ParquetWriter makes
   the row groups from them in input order, as one job does.
 - A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
   others are stopped, nothing is merged, the state is left as it was.

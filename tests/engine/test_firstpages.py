@@ -126,3 +126,13 @@ def test_a_host_starting_afresh_lets_its_old_first_page_go_alone() -> None:
     out = held.decided(two, again, None, 1)
     assert [(d.page.url, d.outcome) for d in out] == [(one.url, first)]
     assert held.oldest() == 1
+
+
+def test_a_first_page_the_guard_gives_alone_keeps_its_ballot_of_then() -> None:
+    # `eval --loco` replays each gold page's ballot: a page given as decided alone keeps the
+    # ballot it was decided with, a cold one.
+    params = with_overrides(EngineParams(), ["pagelevel.max_new_removed_share=0"])
+    out = list(process_pages([HOME, INSTALL], MemoryStore(), params, ballots=True))
+    assert [d.page.url for d in out] == [HOME.url, INSTALL.url]
+    assert out[0].outcome == decide(HOME, HostTable(params.table), params)
+    assert out[0].ballot is not None and not out[0].ballot.held and not out[0].ballot.warm

@@ -140,6 +140,8 @@ class FirstPages:
             return out
         if first is not None:
             again, again_ballot = decide_held(first.page, first.outcome, page, self.params, self.with_html)
+            if again_ballot is None:  # the guard gave the page as decided alone: its ballot then
+                again_ballot = first.ballot
             out.append(Decided(first.page, again, again_ballot, None, first.tag))
         out.append(Decided(page, outcome, ballot, None, tag))
         return out

@@ -147,14 +147,17 @@ def offline_pass(pages: list[RawPage], params: EngineParams) -> tuple[float, dic
                 raise ValueError(f"offline: page {n} does not decode: {page.reason}: {page.detail}")
             yield page
 
+    encode_s = 0.0
     c1 = time.thread_time()
     for item in process_pages(decoded(), store, params):
+        e0 = time.thread_time()
         page, outcome = item.page, item.outcome
         if outcome.clean is not None:
             out[page.url + "\x00" + page.host] = codec.encode_clean(outcome.clean)
             for e in outcome.events:
                 codec.encode_event(e)
-    decide_s = time.thread_time() - c1 - decode_s
+        encode_s += time.thread_time() - e0
+    decide_s = time.thread_time() - c1 - decode_s - encode_s  # the engine's alone, as the worker times its own
     dt = time.perf_counter() - t0
     cpu_ms = (time.process_time() - c0) * 1000 / len(pages)
     # Second pass, untimed: how big the tables get, against the segments ever seen.
