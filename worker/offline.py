@@ -31,8 +31,7 @@ from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.firstpages import Decided, FirstPages
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, add_param_argument, with_overrides
-from .engine.pipeline import decide
-from .engine.table import HostTable
+from .engine.pipeline import process_page
 from .io import codec
 from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
 from .state import expiry
@@ -247,12 +246,7 @@ def run_pages(
                 summary.errors[item.reason] += 1
                 writer.dead(item)
                 continue
-            table = store.get(item.host)
-            if table is None:
-                table = HostTable(params.table)
-            outcome = decide(item, table, params, with_html)
-            if outcome.clean is not None:
-                store.put(item.host, table)
+            outcome = process_page(item, store, params, with_html)
             publish(first_pages.decided(item, outcome, None, at))
             write_events(store.take_events())  # a bounded table's event after the page's
             if summary.pages % FLUSH_EVERY_PAGES == 0:

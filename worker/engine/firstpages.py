@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from .detectors.base import Ballot
 from .model import CONTENT, Outcome, RawPage
 from .params import EngineParams
-from .pipeline import TableStore, decide_with_ballot, observe_page
+from .pipeline import TableStore, decide_with_ballot, observe_page, process_page_with_ballot
 from .table import HostTable
 
 
@@ -162,11 +162,6 @@ def process_pages(
     first_pages = FirstPages(params, with_html)
     for at, page in enumerate(pages):
         yield from first_pages.due(at)
-        table = store.get(page.host)
-        if table is None:
-            table = HostTable(params.table)
-        outcome, ballot = decide_with_ballot(page, table, params, with_html)
-        if outcome.clean is not None:
-            store.put(page.host, table)
+        outcome, ballot = process_page_with_ballot(page, store, params, with_html)
         yield from first_pages.decided(page, outcome, ballot if ballots else None, at)
     yield from first_pages.flush()

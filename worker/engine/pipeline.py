@@ -313,13 +313,20 @@ class TableStore(Protocol):
 
 def process_page(page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False) -> Outcome:
     """Decide one page with the host's table from `store`, and hand the table back to it."""
+    return process_page_with_ballot(page, store, params, with_html)[0]
+
+
+def process_page_with_ballot(
+    page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False
+) -> tuple[Outcome, Ballot | None]:
+    """`process_page`, also handing back the page's ballot (`decide_with_ballot`)."""
     table = store.get(page.host)
     if table is None:
         table = HostTable(params.table)
-    outcome = decide(page, table, params, with_html)
+    outcome, ballot = decide_with_ballot(page, table, params, with_html)
     if outcome.clean is not None:
         store.put(page.host, table)
-    return outcome
+    return outcome, ballot
 
 
 def split_links(
