@@ -31,7 +31,7 @@ from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.firstpages import Decided, FirstPages
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams, add_param_argument, with_overrides
-from .engine.pipeline import process_page
+from .engine.pipeline import process_decision
 from .io import codec
 from .io.formats import FORMATS, JsonlWriter, OutputOptions, Writer, format_for, make_writer
 from .state import expiry
@@ -246,8 +246,8 @@ def run_pages(
                 summary.errors[item.reason] += 1
                 writer.dead(item)
                 continue
-            outcome = process_page(item, store, params, with_html)
-            publish(first_pages.decided(item, outcome, None, at))
+            outcome, _ballot, walked = process_decision(item, store, params, with_html)
+            publish(first_pages.decided(item, outcome, None, at, walked=walked))
             write_events(store.take_events())  # a bounded table's event after the page's
             if summary.pages % FLUSH_EVERY_PAGES == 0:
                 store.flush()

@@ -94,6 +94,14 @@ def decide(page: RawPage, table: HostTable, params: EngineParams, with_html: boo
     return decide_with_ballot(page, table, params, with_html)[0]
 
 
+class Decision(NamedTuple):
+    """A page's outcome, with the ballot it weighed and its walk (both None for a dead page)."""
+
+    outcome: Outcome
+    ballot: Ballot | None
+    walked: WalkedPage | None
+
+
 def decide_with_ballot(
     page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False
 ) -> tuple[Outcome, Ballot | None]:
@@ -101,28 +109,39 @@ def decide_with_ballot(
     the decision weighed, which `detemplate eval --loco` replays under other parameters.
     `held`: the page is its host's first, decided once its second is in `table`
     (engine/firstpages.py)."""
+    decision = decide_page(page, table, params, with_html, held)
+    return decision.outcome, decision.ballot
+
+
+def decide_page(
+    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False
+) -> Decision:
+    """`decide_with_ballot`, also handing back the page's walk (a host's held first page is
+    decided again on a table that takes its second page's keys from it: engine/firstpages.py)."""
     try:
         walked = walk_page(page, table, params, with_html)
     except BadInputError as exc:
-        return Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source)), None
+        return Decision(Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source)), None, None)
     keys = page_keys(walked, table, params)
     dfs = update_table(keys, table)
     ballot = cast_votes(walked, keys, dfs, table, params)
     ballot.held = held
     combined = combine_votes(walked, ballot, params)
-    return page_outcome(page, walked, keys, ballot, combined, table, params), ballot
+    return Decision(page_outcome(page, walked, keys, ballot, combined, table, params), ballot, walked)
 
 
-def observe_page(page: RawPage, table: HostTable, params: EngineParams) -> bool:
+def observe_page(page: RawPage, table: HostTable, params: EngineParams, walked: WalkedPage | None = None) -> bool:
     """What `decide` does to `table` for one page, without the votes: its keys observed (and
     its cluster assigned). False for a page that is not usable input (the table untouched).
-    The page-level model, which keeps nothing in the table, does not run."""
+    The page-level model, which keeps nothing in the table, does not run. `walked`: the
+    page's walk, when a decision of it made one (what the keys are read from)."""
     if params.pagelevel.enabled:
         params = dataclasses.replace(params, pagelevel=dataclasses.replace(params.pagelevel, enabled=False))
-    try:
-        walked = walk_page(page, table, params, False)
-    except BadInputError:
-        return False
+    if walked is None:
+        try:
+            walked = walk_page(page, table, params, False)
+        except BadInputError:
+            return False
     update_table(page_keys(walked, table, params), table)
     return True
 
@@ -313,20 +332,18 @@ class TableStore(Protocol):
 
 def process_page(page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False) -> Outcome:
     """Decide one page with the host's table from `store`, and hand the table back to it."""
-    return process_page_with_ballot(page, store, params, with_html)[0]
+    return process_decision(page, store, params, with_html).outcome
 
 
-def process_page_with_ballot(
-    page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False
-) -> tuple[Outcome, Ballot | None]:
-    """`process_page`, also handing back the page's ballot (`decide_with_ballot`)."""
+def process_decision(page: RawPage, store: TableStore, params: EngineParams, with_html: bool = False) -> Decision:
+    """`process_page`, also handing back the page's ballot and walk (`decide_page`)."""
     table = store.get(page.host)
     if table is None:
         table = HostTable(params.table)
-    outcome, ballot = decide_with_ballot(page, table, params, with_html)
-    if outcome.clean is not None:
+    decision = decide_page(page, table, params, with_html)
+    if decision.outcome.clean is not None:
         store.put(page.host, table)
-    return outcome, ballot
+    return decision
 
 
 def split_links(

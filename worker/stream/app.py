@@ -47,11 +47,12 @@ import faust
 from faust.transport.consumer import Consumer
 from faust.types import TP
 
+from ..engine.detectors.base import WalkedPage
 from ..engine.errors import StateError
 from ..engine.firstpages import Decided, FirstPages
 from ..engine.model import CleanPage, DeadPage, Outcome, RawPage, TemplateEvent
 from ..engine.params import EngineParams
-from ..engine.pipeline import decide
+from ..engine.pipeline import Decision, decide_page
 from ..engine.table import HostTable
 from ..io.sources import decode_record
 from ..settings import StreamSettings
@@ -561,7 +562,7 @@ class StreamWorker:
         if offset <= table.source_offset:
             await self._again(page, raw, tp, offset, hs)
             return
-        outcome = self._decide(page, table)
+        outcome, _ballot, walked = self._decide(page, table)
         if outcome.dead is not None or outcome.clean is None:
             await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "no outcome", source), raw)
             return
@@ -580,16 +581,18 @@ class StreamWorker:
         self.stats.pages += 1
         if len(events) != len(outcome.events):
             outcome = dataclasses.replace(outcome, events=tuple(events))
-        await self._decided(page, outcome, tp, offset, raw)
+        await self._decided(page, outcome, tp, offset, raw, walked)
 
-    async def _decided(self, page: RawPage, outcome: Outcome, tp: TP, offset: int, raw: bytes | None) -> None:
+    async def _decided(
+        self, page: RawPage, outcome: Outcome, tp: TP, offset: int, raw: bytes | None, walked: WalkedPage | None
+    ) -> None:
         """Publish what a live page's decision lets out: nothing for a host's first page (held
         for its second), the held first page then this one for a second page, else this one."""
         first_pages = self.first_pages.get(tp.partition)
         if first_pages is None:
             first_pages = self.first_pages[tp.partition] = FirstPages(self.params, self.settings.with_html)
         c0 = time.thread_time()
-        decided = first_pages.decided(page, outcome, None, offset, raw)  # a held first page decided again
+        decided = first_pages.decided(page, outcome, None, offset, raw, walked)  # a held first page decided again
         self.metrics.add_decide_cpu(time.thread_time() - c0)
         await self._release(tp, decided, sum(d.page is not page for d in decided))
 
@@ -620,12 +623,12 @@ class StreamWorker:
                 idle = first_pages.idle()
                 await self._release(tp, idle, len(idle), "alone")
 
-    def _decide(self, page: RawPage, table: HostTable) -> Outcome:
+    def _decide(self, page: RawPage, table: HostTable) -> Decision:
         """`decide`, timed: its latency and the event loop thread's CPU in it (the engine's share)."""
         t0, c0 = time.perf_counter(), time.thread_time()
-        outcome = decide(page, table, self.params, self.settings.with_html)
-        self.metrics.observe_decision(outcome, time.perf_counter() - t0, time.thread_time() - c0)
-        return outcome
+        decision = decide_page(page, table, self.params, self.settings.with_html)
+        self.metrics.observe_decision(decision.outcome, time.perf_counter() - t0, time.thread_time() - c0)
+        return decision
 
     def _capped(self, page: RawPage, table: HostTable, dropped: int) -> TemplateEvent:
         self.stats.capped_tables += 1
@@ -647,7 +650,7 @@ class StreamWorker:
             self.stats.replayed += 1
             self.metrics.order("replayed")
             table, delta = loaded
-            outcome = self._decide(page, table)
+            outcome, _ballot, walked = self._decide(page, table)
             cluster = -1 if outcome.cluster is None else outcome.cluster
             if outcome.applied != delta.keys or cluster != delta.cluster or outcome.clean is None:
                 logger.error(
@@ -662,14 +665,14 @@ class StreamWorker:
             if dropped:
                 events.append(capped_event(host, table.pages, "", dropped, len(table), self.policy.max_table_entries))
                 outcome = dataclasses.replace(outcome, events=tuple(events))
-            await self._decided(page, outcome, tp, offset, raw)  # a first page is held again
+            await self._decided(page, outcome, tp, offset, raw, walked)  # a first page is held again
             return
         # No delta has this offset. A dead page leaves none: deciding it again gives the same
         # dead letter (a page's deadness does not depend on the table). Otherwise the page is
         # older than the retained deltas or was never applied: decide it against a copy of
         # the current table, so that it has an output, and leave the state as it is.
         work = HostTable.from_bytes(hs.table.to_bytes(), self.params.table)
-        outcome = self._decide(page, work)
+        outcome = self._decide(page, work).outcome
         if outcome.clean is None:
             await self._send_dead(outcome.dead or DeadPage(page.url, host, "bad_record", "", page.source), raw)
             return
