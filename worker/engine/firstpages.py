@@ -36,24 +36,13 @@ from .table import HostTable
 class Decided(NamedTuple):
     """A page with its outcome, ready to go out. `at`: for a first page published by the
     bound, the position it goes after (its own plus the bound); else None, at the page's
-    own place."""
+    own place. (A held page is kept as one too, `at` its own position.)"""
 
     page: RawPage
     outcome: Outcome
     ballot: Ballot | None
     at: int | None = None
     tag: Any = None  # what the shell handed in with the page (the stream worker: its message)
-
-
-class Held(NamedTuple):
-    """A host's first page waiting for its second: the page, its outcome and ballot as decided
-    alone on arrival, and its position."""
-
-    page: RawPage
-    outcome: Outcome
-    ballot: Ballot | None
-    at: int
-    tag: Any = None
 
 
 def decide_held(
@@ -95,8 +84,9 @@ class FirstPages:
         self.bound = params.pagelevel.hold_first
         # By host, in position order. An OrderedDict: its first entry is found at once, where a
         # dict's iteration walks over the slots of the entries deleted before it (80,000
-        # positions of lone hosts, `due` at each: 0.09 s against a dict's 0.37 s).
-        self.held: OrderedDict[str, Held] = OrderedDict()
+        # positions of lone hosts, `due` at each: 0.09 s against a dict's 0.37 s). Each as
+        # decided alone on arrival, `at` its position.
+        self.held: OrderedDict[str, Decided] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self.held)
@@ -108,10 +98,11 @@ class FirstPages:
         bound = self.bound
         while held:
             host, first = next(iter(held.items()))
+            assert first.at is not None  # a held page's position
             if first.at + bound >= at:
                 break
             del held[host]
-            out.append(Decided(first.page, first.outcome, first.ballot, first.at + bound, first.tag))
+            out.append(first._replace(at=first.at + bound))
         return out
 
     def oldest(self) -> int | None:
@@ -119,13 +110,6 @@ class FirstPages:
         for first in self.held.values():
             return first.at
         return None
-
-    def idle(self) -> list[Decided]:
-        """Every page held, as decided alone, in input order, at their own places (the stream
-        worker's partition that had no message for a while)."""
-        out = [Decided(f.page, f.outcome, f.ballot, None, f.tag) for f in self.held.values()]
-        self.held.clear()
-        return out
 
     def decided(
         self, page: RawPage, outcome: Outcome, ballot: Ballot | None, at: int, tag: Any = None,
@@ -141,8 +125,8 @@ class FirstPages:
         out: list[Decided] = []
         if clean.page_no == 1:  # a first page (or a host starting afresh: its old first page goes alone)
             if first is not None:
-                out.append(Decided(first.page, first.outcome, first.ballot, None, first.tag))
-            self.held[host] = Held(page, outcome, ballot, at, tag)
+                out.append(first._replace(at=None))
+            self.held[host] = Decided(page, outcome, ballot, at, tag)
             return out
         if first is not None:
             again, again_ballot = decide_held(
@@ -155,8 +139,10 @@ class FirstPages:
         return out
 
     def flush(self) -> list[Decided]:
-        """Every page still held, as decided alone, in input order (the end of the input)."""
-        out = [Decided(f.page, f.outcome, f.ballot, f.at + self.bound, f.tag) for f in self.held.values()]
+        """Every page still held, as decided alone, in input order, each placed after its
+        position plus the bound (the end of the input; the stream worker's partition that had
+        no message for a while, whose outputs have no places)."""
+        out = [f._replace(at=f.at + self.bound) for f in self.held.values() if f.at is not None]
         self.held.clear()
         return out
 

@@ -218,6 +218,8 @@ class StreamWorker:
         # Each partition's hosts' first pages waiting for their second (engine/firstpages.py),
         # by pages.raw partition; their offsets hold the partition's commit back (`Progress.hold`).
         self.first_pages: dict[int, FirstPages] = {}
+        # Counted when scraped (in the metrics server's thread; `list` copies the values at once).
+        self.metrics.count_first_pages_held(lambda: sum(len(f) for f in list(self.first_pages.values())))
         self._deciding = asyncio.Lock()  # a batch's pages, or the held pages an idle partition publishes
 
         def topic(name: str, partitions: int) -> Any:
@@ -605,7 +607,8 @@ class StreamWorker:
             await self._publish(d.page.host, clean, d.outcome.events, d.page.source, d.tag)
         first_pages = self.first_pages.get(tp.partition)
         self.progress.hold(tp, None if first_pages is None else first_pages.oldest())
-        self.metrics.first_pages(sum(len(f) for f in self.first_pages.values()), released, how)
+        if released:
+            self.metrics.first_pages_released(released, how)
 
     async def _release_idle(self) -> None:
         """Publish, as decided alone, the first pages held by a partition that had no message
@@ -620,7 +623,7 @@ class StreamWorker:
                     continue
                 if now - self._last_message.get(tp, now) < self.settings.hold_idle_s or self.inbox.holds(tp):
                     continue
-                idle = first_pages.idle()
+                idle = first_pages.flush()
                 await self._release(tp, idle, len(idle), "alone")
 
     def _decide(self, page: RawPage, table: HostTable) -> Decision:

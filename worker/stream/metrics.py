@@ -13,7 +13,8 @@ Kafka or the environment.
     metrics.published_dead(reason)                    #   dead letters
     metrics.order(kind)                               # replayed, redecided, deferred or skipped messages
     metrics.changelog_records(n)                      # state records written
-    metrics.first_pages(held, released, how)          # hosts' first pages held for their second
+    metrics.first_pages_released(n, how)              # hosts' first pages held for their second, out
+    metrics.count_first_pages_held(fn)                # held now: fn() when scraped
     metrics.host_expired(reason), table_capped()      # whole-host expiry, bounded tables
     metrics.observe_tables(tables)                    # from a timer: hosts, segments
     metrics.set_consumer_lag(partition, lag)          # from a timer
@@ -65,7 +66,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -233,11 +234,13 @@ class Metrics:
     def order(self, kind: str) -> None:
         self.order_counter.labels(kind=kind).inc()
 
-    def first_pages(self, held: int, released: int = 0, how: str = "") -> None:
-        """Hosts' first pages held now, and `released` more published `how` (second, alone)."""
-        self.held.set(held)
-        if released:
-            self.released.labels(how=how).inc(released)
+    def first_pages_released(self, released: int, how: str) -> None:
+        """`released` more of the hosts' held first pages published `how` (second, alone)."""
+        self.released.labels(how=how).inc(released)
+
+    def count_first_pages_held(self, count: Callable[[], int]) -> None:
+        """The held first pages, counted by `count` when /metrics is read."""
+        self.held.set_function(count)
 
     def set_waiting_partitions(self, n: int) -> None:
         self.waiting.set(n)
