@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -357,6 +358,47 @@ def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
     with pytest.raises(KeyboardInterrupt):
         parallel.remove_work(work)
     assert len(calls) == 2 and not work.exists()
+
+
+def test_ctrl_c_while_the_jobs_start_stops_every_job_they_start(crawl: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a loaded machine: Ctrl-C that lands while the parent waits for its jobs to be
+    # started left a job running past the run, writing into the folder being removed. On
+    # CPython 3.11 a Thread.join that KeyboardInterrupt interrupts marks the thread stopped while
+    # it runs, so the join in `stop` returned before the starter had started the last job.
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+    gate = threading.Event()
+    finished = threading.Event()
+    start_processes = parallel._Jobs._start_processes
+
+    def held_at_the_gate(self: parallel._Jobs) -> None:
+        try:
+            gate.wait()  # the fork server is slow to start (a loaded machine)
+            start_processes(self)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(parallel._Jobs, "_start_processes", held_at_the_gate)
+    jobs = parallel._Jobs(spec, crawl.parent, None)
+    processes = []
+    try:
+        jobs.start()
+        processes = list(jobs.processes)
+        with pytest.raises(KeyboardInterrupt):
+            # Ctrl-C for the main thread while it waits on the starter (sent from a timer, so
+            # that it interrupts the wait itself)
+            threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+            jobs.started()
+        threading.Timer(0.3, gate.set).start()  # the starter goes on once `stop` waits for it
+        jobs.stop()
+        assert all(p.pid is not None for p in processes), "`stop` waited for the starter to start every job"
+        assert not any(p.is_alive() for p in processes), "no job outlives `stop`"
+    finally:
+        gate.set()
+        finished.wait(DEADLINE_SECONDS)
+        for p in processes:
+            if p.pid is not None and p.is_alive():
+                p.kill()
+                p.join()
 
 
 def _sized(path: Path, size: int) -> str:

@@ -35,6 +35,7 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import heapq
@@ -418,6 +419,20 @@ def _work(
     conn.send(("ok", (summary, time.process_time(), _waited[0])))
 
 
+@contextlib.contextmanager
+def _no_sigint() -> Iterator[None]:
+    """SIGINT held back from the calling thread for the block (delivered after it), where the
+    platform can."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _ended(process: multiprocessing.process.BaseProcess) -> str:
     code = process.exitcode
     if code is not None and code < 0:
@@ -464,6 +479,12 @@ class _Jobs:
         self.work = work
         self._sends: list[Connection] = []
         self._starter = threading.Thread()
+        # Set by the starter thread when it is done (every process started, or an error). Not
+        # Thread.join: a join that Ctrl-C interrupts leaves the thread marked as stopped while
+        # it still runs (CPython 3.11's `_wait_for_tstate_lock` releases the running thread's
+        # lock), and every later join returns at once; `stop` then missed a job the thread
+        # went on to start, which outlived the run and wrote into the folder being removed.
+        self._done_starting = threading.Event()
         self._start_error: BaseException | None = None
 
     def start(self) -> None:
@@ -488,7 +509,8 @@ class _Jobs:
             self.counters.append(done)
             self._sends.append(send)
         self._starter = threading.Thread(target=self._start_processes, name="detemplate-job-starter", daemon=True)
-        self._starter.start()
+        with _no_sigint():  # Ctrl-C after the thread is launched but before it has an ident would hide it from `stop`
+            self._starter.start()
 
     def _start_processes(self) -> None:
         try:
@@ -497,16 +519,18 @@ class _Jobs:
                 send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
         except BaseException as exc:  # told to the main thread by `started`
             self._start_error = exc
+        finally:
+            self._done_starting.set()
 
     def started(self) -> None:
         """Wait until every job has been started; JobFailedError when one could not be."""
-        self._starter.join()
+        self._done_starting.wait()
         if self._start_error is not None:
             raise JobFailedError(f"the jobs could not be started: {self._start_error}") from self._start_error
 
     def check(self) -> None:
         """Take the summaries of finished workers; JobFailedError when one failed or died."""
-        if self._starter.is_alive():
+        if not self._done_starting.is_set():
             return  # not every job started yet: nothing can have ended
         self.started()
         jobs = self.spec.jobs
@@ -573,8 +597,8 @@ class _Jobs:
     def stop(self) -> None:
         """Stop every worker still running (after a failure or Ctrl-C) and release the pipes."""
         self.show(None)
-        if self._starter.ident is not None:
-            self._starter.join()  # a process is started or not, never half
+        if self._starter.ident is not None:  # the thread runs, or ran: every process is started or not, never half
+            self._done_starting.wait()
         self.processes = [p for p in self.processes if p.pid is not None]
         for process in self.processes:
             if process.is_alive():
