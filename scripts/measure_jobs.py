@@ -2,6 +2,7 @@
 
     python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 2
     python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --state --jobs 2 --read
+    python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 3 --reference
 
 Each run is a fresh `detemplate run` process (as a user starts it), timed from outside
 with its CPU time (user + system, the jobs included); rounds alternate one job and N
@@ -15,14 +16,21 @@ figure is the sum of the parent's and the jobs' (the fork server's one import, a
 0.25 s, is in neither).
 `--read` measures the other way of feeding the jobs (every job reads the whole input
 itself; the default is the parent reading it once and handing each job its pages).
+`--reference` (JSONL inputs) also times, each round, N independent processes: the input
+split beforehand into N JSONL files by the jobs' hash of the host, run by N `--jobs 1`
+processes side by side, beside the same files in one process. Each holds the hosts one job
+holds and nothing is handed over, so no way of feeding N jobs does better than that ratio;
+it can pass N (a process with fewer hosts' tables is faster a page).
 Prints figures; asserts nothing about time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import filecmp
+import gzip
 import logging
 import os
 import re
@@ -69,6 +77,43 @@ def timed(argv: list[str], read: bool) -> tuple[float, float, list[float], list[
     return wall, cpu, parent + jobs, waits
 
 
+def split_by_job(inputs: list[str], jobs: int, folder: Path) -> list[Path]:
+    """The JSONL inputs' lines in `jobs` files, each the hosts the jobs' hash gives one job
+    (lines without a routable host go to the first), in input order."""
+    from detemplate.io.sources import route_host
+    from detemplate.parallel import job_of
+
+    paths = [folder / f"share-{i}.jsonl" for i in range(jobs)]
+    with contextlib.ExitStack() as stack:
+        outs = [stack.enter_context(open(p, "wb")) for p in paths]
+        for name in inputs:
+            with gzip.open(name, "rb") if name.endswith(".gz") else open(name, "rb") as fh:
+                for line in fh:
+                    if not line.strip():
+                        continue
+                    line = line if line.endswith(b"\n") else line + b"\n"
+                    host = route_host(line[:-1])
+                    outs[0 if host is None else job_of(host, jobs)].write(line)
+    return paths
+
+
+def side_by_side(shares: list[Path], folder: Path) -> tuple[float, float]:
+    """Wall seconds of the shares in one `--jobs 1` process, and of one such process a share,
+    all at once."""
+    base = [sys.executable, "-m", "detemplate", "run"]
+    started = time.perf_counter()
+    subprocess.run([*base, *map(str, shares), "--output", str(folder / "one.jsonl"), "--jobs", "1"],
+                   check=True, stderr=subprocess.DEVNULL)
+    one = time.perf_counter() - started
+    started = time.perf_counter()
+    procs = [subprocess.Popen([*base, str(share), "--output", str(folder / f"{share.stem}.out"), "--jobs", "1"],
+                              stderr=subprocess.DEVNULL) for share in shares]
+    for proc in procs:
+        if proc.wait() != 0:
+            raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    return one, time.perf_counter() - started
+
+
 def main() -> int:
     if "--one" in sys.argv:
         rest = sys.argv[sys.argv.index("--") + 1 :]
@@ -80,6 +125,8 @@ def main() -> int:
     ap.add_argument("--state", action="store_true", help="runs with --state (a fresh directory each run)")
     ap.add_argument("--read", action="store_true", help="every job reads the input itself")
     ap.add_argument("--format", default="jsonl")
+    ap.add_argument("--reference", action="store_true",
+                    help="also time N processes side by side on the hosts split beforehand (JSONL inputs)")
     args = ap.parse_args()
     print(f"{len(args.inputs)} input(s), {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
           f"--jobs {args.jobs}{' (every job reads)' if args.read else ''}{' with --state' if args.state else ''}, "
@@ -88,8 +135,15 @@ def main() -> int:
     cores = min(args.jobs, len(os.sched_getaffinity(0)))
     estimates: list[float] = []  # --jobs N on idle cores, from its processes' CPU seconds
     ones: list[float] = []  # --jobs 1's CPU seconds: its wall time on an idle core
+    references: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory(prefix="measure-jobs-") as tmp:
         outs: dict[int, Path] = {}
+        shares: list[Path] = []
+        if args.reference:
+            if all(name.endswith((".jsonl", ".jsonl.gz")) for name in args.inputs):
+                shares = split_by_job(args.inputs, args.jobs, Path(tmp))
+            else:
+                print("--reference: skipped, it takes JSONL inputs")
         for r in range(args.rounds):
             for jobs in (1, args.jobs):
                 out = Path(tmp) / f"out-{jobs}.{args.format}"
@@ -116,10 +170,21 @@ def main() -> int:
                 else:
                     ones.append(cpu)
                 print(f"{line}, load {os.getloadavg()[0]:.1f}", flush=True)
+            if shares:
+                one_s, side_s = side_by_side(shares, Path(tmp))
+                references.append((one_s, side_s))
+                print(f"round {r + 1}  reference: the {len(shares)} shares in one process {one_s:6.1f} s, "
+                      f"side by side {side_s:6.1f} s: {one_s / side_s:.2f}x, load {os.getloadavg()[0]:.1f}",
+                      flush=True)
         same = filecmp.cmp(outs[1], outs[args.jobs], shallow=False)
     one, many = statistics.median(walls[1]), statistics.median(walls[args.jobs])
     print(f"median: --jobs 1 {one:.1f} s, --jobs {args.jobs} {many:.1f} s: speedup {one / many:.2f}x; "
           f"outputs {'the same bytes' if same else 'DIFFER'}")
+    if references:
+        one_s = statistics.median(r[0] for r in references)
+        side_s = statistics.median(r[1] for r in references)
+        print(f"reference: {args.jobs} processes side by side on the hosts split beforehand, against one: "
+              f"{one_s:.1f} s against {side_s:.1f} s, {one_s / side_s:.2f}x (the bound for --jobs {args.jobs})")
     if estimates and ones:
         one_cpu, many_cpu = statistics.median(ones), statistics.median(estimates)
         print(f"from CPU seconds (idle cores): --jobs 1 {one_cpu:.1f} s, --jobs {args.jobs} >= {many_cpu:.1f} s: "
