@@ -19,8 +19,10 @@ itself; the default is the parent reading it once and handing each job its pages
 `--reference` (JSONL inputs) also times, each round, N independent processes: the input
 split beforehand into N JSONL files by the jobs' hash of the host, run by N `--jobs 1`
 processes side by side, beside the same files in one process. Each holds the hosts one job
-holds and nothing is handed over, so no way of feeding N jobs does better than that ratio;
-it can pass N (a process with fewer hosts' tables is faster a page).
+holds and nothing is handed over, so no way of feeding N jobs does better than that ratio
+(on a shared machine a round's ratio is noisy: it has passed N, the machine being faster
+while the N ran than while the one did; the two halves of the crawl run one after the
+other take the CPU seconds of both in one process, within 2%).
 Prints figures; asserts nothing about time.
 """
 
