@@ -22,7 +22,7 @@ processes side by side, beside the same files in one process. Each holds the hos
 holds and nothing is handed over, so no way of feeding N jobs does better than that ratio
 (on a shared machine a round's ratio is noisy: it has passed N, the machine being faster
 while the N ran than while the one did; the two halves of the crawl run one after the
-other take the CPU seconds of both in one process, within 2%).
+other take the CPU seconds of both in one process, within 4%).
 Prints figures; asserts nothing about time.
 """
 
