@@ -881,3 +881,61 @@ def test_the_sites_named_boxes_inside_the_article_are_template(monkeypatch: pyte
     monkeypatch.setattr(decision_module, "named_constants", lambda *args: None)
     off = last_text()
     assert "Share this article" in off and "Advertisement" in off
+
+
+HEADLINES = [f"{w.capitalize()} {v} and the {u} of the week" for w in WORDS for v in WORDS[:6] for u in WORDS[-4:]]
+
+
+def _magazine_page(i: int, blog: bool) -> RawPage:
+    """A magazine's page: a review (its text in `div.review`) or, on a page of another type, a
+    blog post (in `div.post`), in the column `div.column` beside a box of the site's latest
+    headlines, each a link, new on every page."""
+    rng = random.Random(i)
+    latest = "".join(f"<li><a href='/s/{i}/{k}'>{h}</a></li>" for k, h in enumerate(rng.sample(HEADLINES, 30)))
+    paras = "".join(f"<p>{sentence(rng, 30)}</p>" for _ in range(6))
+    own = (f"<div class='post'><h1>Post {i}</h1>{paras}</div>" if blog
+           else f"<div class='review'><h1>Review {i}</h1>{paras}</div>")
+    html = (f"<html><body><header>{NAV}</header><div class='column'>{own}"
+            f"<div class='latest'><h3>Latest</h3><ul>{latest}</ul></div></div>{FOOTER}</body></html>")
+    return RawPage(f"https://magazine.example/{'blog' if blog else 'review'}/{i}.html", html, "magazine.example")
+
+
+def test_a_page_of_a_type_new_to_its_host_does_not_widen_over_a_column_of_links() -> None:
+    # A magazine's reviews, then its first blog post. The post's text is where the host's
+    # earlier pages had none, so its element enclosed none of their regions, and the region
+    # widened to the column that holds the host's regions, with the box of the site's latest
+    # headlines beside the post: links the model reads as template, new on every page, which
+    # inside the region stayed. The region is the post's part of the column now.
+    pages = [_magazine_page(i, blog=False) for i in range(8)] + [_magazine_page(8, blog=True)]
+    last = verdicts(decide_all(pages, PARAMS))
+    off_params = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, link_column_score=2.0))
+    off = verdicts(decide_all(pages, off_params))
+    headlines = [t for t in last if t in HEADLINES]
+    assert len(headlines) == 30
+    assert all(off[t][0] == CONTENT for t in headlines)  # what the widening kept
+    assert all(last[t][0] == TEMPLATE for t in headlines)
+    post = [t for t in last if t.startswith("Post 8 ")]
+    assert len(post) == 1 and last[post[0]][0] == CONTENT  # the post's own text stays
+
+
+def test_an_index_keeps_the_column_of_links_beside_its_little_text() -> None:
+    # The same host's index page of posts: a line of its own beside the column of links, which
+    # is its content. The region widens over it as before (under `link_column_plain` of plain text).
+    pages = [_magazine_page(i, blog=False) for i in range(8)]
+    rng = random.Random(99)
+    latest = "".join(f"<li><a href='/s/99/{k}'>{h}</a></li>" for k, h in enumerate(rng.sample(HEADLINES, 30)))
+    html = (f"<html><body><header>{NAV}</header><div class='column'><div class='post'>"
+            f"<h1>All posts</h1><p>Every post of the month.</p></div>"
+            f"<div class='latest'><h3>Latest</h3><ul>{latest}</ul></div></div>{FOOTER}</body></html>")
+    pages.append(RawPage("https://magazine.example/blog/index.html", html, "magazine.example"))
+    last = verdicts(decide_all(pages, PARAMS))
+    off_params = dataclasses.replace(PARAMS, region=dataclasses.replace(PARAMS.region, link_column_score=2.0))
+    off = verdicts(decide_all(pages, off_params))
+    headlines = [t for t in last if t in HEADLINES]
+    assert len(headlines) == 30
+    assert [last[t][0] for t in headlines] == [off[t][0] for t in headlines]
+
+
+def decide_all(pages: list[RawPage], params: EngineParams) -> Outcome:
+    """The last of one host's pages, decided in turn."""
+    return run(pages, params)[-1]

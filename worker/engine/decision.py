@@ -159,7 +159,9 @@ class BlockDecisions(NamedTuple):
     role: list[str]
 
 
-def region_nodes(ballot: Ballot, container_share: float, wide_share: float = 0.0) -> tuple[int, int]:
+def region_nodes(
+    ballot: Ballot, container_share: float, wide_share: float = 0.0, column: tuple[float, int] = (2.0, 0)
+) -> tuple[int, int]:
     """The page's content region as a range of block-tree nodes [first, end): the region
     widened to its deepest enclosing element that enclosed the host's regions on at least
     `container_share` of its pages (the whole page without a region). An element whose class
@@ -167,15 +169,29 @@ def region_nodes(ballot: Ballot, container_share: float, wide_share: float = 0.0
     out, below the body, names none and qualifies too. Where that element enclosed them on
     fewer than `wide_share` of the pages, the host's pages put their regions in different
     parts of one container (a class page's method details on some, its description on
-    others): `_whole_container` may widen it to that container."""
-    return _regions(ballot, container_share, wide_share)[2:]
+    others): `_whole_container` may widen it to that container. `column`:
+    (`region.link_column_score`, `region.link_column_plain`), `_link_column`."""
+    return _regions(ballot, container_share, wide_share, column)[2:]
 
 
-def _regions(ballot: Ballot, container_share: float, wide_share: float) -> tuple[int, int, int, int]:
+def _regions(
+    ballot: Ballot, container_share: float, wide_share: float, column: tuple[float, int] = (2.0, 0)
+) -> tuple[int, int, int, int]:
     """`region_nodes` before `_whole_container` and after it: first, end of each."""
     cues = ballot.cues
     if cues is None or ballot.region is None:
         return 0, 1 << 62, 0, 1 << 62
+    found = _container(ballot, container_share, wide_share)
+    if column[0] > 1.0 or ballot.scores is None or found[0] == ballot.region[0][0]:
+        return found
+    at = _link_column(ballot, found[0], column)
+    return found if at < 0 else (at, cues.end[at], at, cues.end[at])
+
+
+def _container(ballot: Ballot, container_share: float, wide_share: float) -> tuple[int, int, int, int]:
+    """`_regions` before `_link_column`."""
+    cues = ballot.cues
+    assert cues is not None and ballot.region is not None
     chain, shares = ballot.region
     flags, tags = cues.flags, cues.tag
     named = -1  # the deepest qualifying element, when its class names template
@@ -191,6 +207,47 @@ def _regions(ballot: Ballot, container_share: float, wide_share: float) -> tuple
             named = at
     node = chain[-1] if named < 0 else named
     return node, cues.end[node], node, cues.end[node]
+
+
+def _link_column(ballot: Ballot, widened: int, column: tuple[float, int]) -> int:
+    """Where the region widened from the page's own element (the first of its chain) to
+    `widened` over a part beside it that is more than half links, which the model scores as
+    template (its characters' mean templateness above `column[0]`), and the own element holds
+    at least `column[1]` characters of plain text: the element the region widens to instead,
+    the outermost of the chain below `widened` whose part beside the own element is still
+    mostly text (the own element itself at least); else -1 (the widening stands). A page of a
+    type new to its host, whose own text lies where the host's earlier pages had none, would
+    otherwise widen to the host's container and take in a column of the site's other
+    headlines, new on every page, which the model inside the region and the guard of the
+    page's new text then keep."""
+    cues = ballot.cues
+    chain = ballot.region[0] if ballot.region is not None else []
+    scores = ballot.scores
+    if cues is None or scores is None or not chain:
+        return -1
+    nodes, chars, achars, ends = cues.node_of_block, cues.chars, cues.achars, cues.end
+    own = chain[0]
+    inner_lo, inner_hi = _blocks_in(nodes, own, ends[own])
+    if sum([chars[nodes[i]] - achars[nodes[i]] for i in range(inner_lo, inner_hi)]) < column[1]:
+        return -1  # an index, or a page of little text of its own: the links beside may be its content
+    lo, hi = _blocks_in(nodes, widened, ends[widened])
+    beside = [*range(lo, inner_lo), *range(inner_hi, hi)]
+    total = sum([chars[nodes[i]] for i in beside])
+    if not total or 2 * sum([achars[nodes[i]] for i in beside]) <= total:
+        return -1
+    if sum([float(scores[i]) * chars[nodes[i]] for i in beside]) <= column[0] * total:
+        return -1
+    best = own
+    for c in chain[1:]:
+        if c == widened:
+            break
+        lo, hi = _blocks_in(nodes, c, ends[c])
+        part = [nodes[i] for i in (*range(lo, inner_lo), *range(inner_hi, hi))]
+        size = sum(map(chars.__getitem__, part))
+        if size and 2 * sum(map(achars.__getitem__, part)) > size:
+            break
+        best = c
+    return best
 
 
 # What the part of a container around the region must not hold for the region to widen to it:
@@ -273,7 +330,9 @@ def _warm(
     rp = params.region
     plp = params.pagelevel
     if rp.enabled and cues is not None and ballot.region is not None:
-        own_first, own_end, first, end = _regions(ballot, rp.container_share, rp.wide_share)
+        own_first, own_end, first, end = _regions(
+            ballot, rp.container_share, rp.wide_share, (rp.link_column_score, rp.link_column_plain)
+        )
         nodes: list[int] | None = cues.node_of_block
         node_chars, node_achars = cues.chars, cues.achars
     else:

@@ -195,6 +195,17 @@ class RegionParams:
         types of an API signature, a heading's module path). 0: every such block is a link
         list. Chosen by reading what it keeps on ../shared/crawl (the corpora score the same
         from 0 to 20: docs/region.md, "Link lists beside the region").
+    link_column_score: the region does not widen over a part beside the page's own element
+        that is more than half links and whose characters the page-level model scores above
+        this templateness on average (a column of the site's other headlines beside an
+        article on a page of a type new to its host), where the page's own element holds at
+        least `link_column_plain` characters of plain text (an article, not an index whose
+        content is the links beside it): it widens only as far as the part beside stays
+        mostly text (engine/decision.py `_regions`). Above 1 turns it off. Chosen
+        leave-one-corpus-out.
+    link_column_plain: that least plain text, in characters. Chosen on ../shared/crawl, where
+        no host is lower at 1,000 (at 500 two are; at 2,000 less is gained: docs/measurements.md,
+        "A news page of a type new to its host").
 
     The others chosen by measurement, leave-one-corpus-out (docs/measurements.md).
     """
@@ -207,6 +218,8 @@ class RegionParams:
     wide_share: float = 0.9
     slot_constant: float = 0.9
     slot_link_chars: float = 12.0
+    link_column_score: float = 0.8
+    link_column_plain: int = 1000
 
     def __post_init__(self) -> None:
         if not 0.0 < self.share <= 1.0:
@@ -216,6 +229,10 @@ class RegionParams:
                 raise ConfigError(f"region.{name} must be in [0, 1]")
         if not self.slot_link_chars >= 0.0:
             raise ConfigError("region.slot_link_chars must be >= 0")
+        if not self.link_column_score >= 0.0:
+            raise ConfigError("region.link_column_score must be >= 0")
+        if self.link_column_plain < 0:
+            raise ConfigError("region.link_column_plain must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)

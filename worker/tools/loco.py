@@ -82,6 +82,7 @@ WARM_GRID: dict[str, tuple[float, ...]] = {
     # "The page's headline").
     "pagelevel.outer_ratio": (10.0,),
     "pagelevel.max_removed_share": (0.5,),  # read by a first page's index guard too: `cold_params`
+    "region.link_column_score": (0.8, 0.9, 0.95, 2.0),  # 2: off
 }
 
 _TOKEN = re.compile(r"\w+")
