@@ -111,7 +111,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import reduce
 from operator import and_, or_
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -182,9 +182,10 @@ def _regions(
     if cues is None or ballot.region is None:
         return 0, 1 << 62, 0, 1 << 62
     found = _container(ballot, container_share, wide_share)
-    if column[0] > 1.0 or ballot.scores is None or found[0] == ballot.region[0][0]:
+    chain, scores = ballot.region[0], ballot.scores
+    if column[0] > 1.0 or scores is None or found[0] == chain[0]:
         return found
-    at = _link_column(ballot, found[0], column)
+    at = _link_column(cues, chain, scores, found[0], column)
     return found if at < 0 else (at, cues.end[at], at, cues.end[at])
 
 
@@ -209,45 +210,49 @@ def _container(ballot: Ballot, container_share: float, wide_share: float) -> tup
     return node, cues.end[node], node, cues.end[node]
 
 
-def _link_column(ballot: Ballot, widened: int, column: tuple[float, int]) -> int:
-    """Where the region widened from the page's own element (the first of its chain) to
-    `widened` over a part beside it that is more than half links, which the model scores as
-    template (its characters' mean templateness above `column[0]`), and the own element holds
-    at least `column[1]` characters of plain text: the element the region widens to instead,
-    the outermost of the chain below `widened` whose part beside the own element is still
-    mostly text (the own element itself at least); else -1 (the widening stands). A page of a
-    type new to its host, whose own text lies where the host's earlier pages had none, would
+def _link_column(
+    cues: PageTree, chain: Sequence[int], scores: Any, widened: int, column: tuple[float, int]
+) -> int:
+    """Where the region widened from the page's own element (`chain[0]`) to `widened` over a
+    part beside it that is more than half links, which the model scores as template (its
+    characters' mean templateness above `column[0]`), and the own element holds at least
+    `column[1]` characters of plain text: the element the region widens to instead, the
+    outermost of the chain below `widened` whose part beside the own element is still mostly
+    text (the own element itself at least); else -1 (the widening stands). A page of a type
+    new to its host, whose own text lies where the host's earlier pages had none, would
     otherwise widen to the host's container and take in a column of the site's other
     headlines, new on every page, which the model inside the region and the guard of the
     page's new text then keep."""
-    cues = ballot.cues
-    chain = ballot.region[0] if ballot.region is not None else []
-    scores = ballot.scores
-    if cues is None or scores is None or not chain:
-        return -1
     nodes, chars, achars, ends = cues.node_of_block, cues.chars, cues.achars, cues.end
     own = chain[0]
     inner_lo, inner_hi = _blocks_in(nodes, own, ends[own])
     if sum([chars[nodes[i]] - achars[nodes[i]] for i in range(inner_lo, inner_hi)]) < column[1]:
         return -1  # an index, or a page of little text of its own: the links beside may be its content
-    lo, hi = _blocks_in(nodes, widened, ends[widened])
-    beside = [*range(lo, inner_lo), *range(inner_hi, hi)]
-    total = sum([chars[nodes[i]] for i in beside])
-    if not total or 2 * sum([achars[nodes[i]] for i in beside]) <= total:
+    beside = _beside(nodes, _blocks_in(nodes, widened, ends[widened]), (inner_lo, inner_hi))
+    if not _mostly_links(cues, [nodes[i] for i in beside]):
         return -1
-    if sum([float(scores[i]) * chars[nodes[i]] for i in beside]) <= column[0] * total:
+    if sum([float(scores[i]) * chars[nodes[i]] for i in beside]) <= column[0] * sum([chars[nodes[i]] for i in beside]):
         return -1
     best = own
     for c in chain[1:]:
         if c == widened:
             break
-        lo, hi = _blocks_in(nodes, c, ends[c])
-        part = [nodes[i] for i in (*range(lo, inner_lo), *range(inner_hi, hi))]
-        size = sum(map(chars.__getitem__, part))
-        if size and 2 * sum(map(achars.__getitem__, part)) > size:
+        part = _beside(nodes, _blocks_in(nodes, c, ends[c]), (inner_lo, inner_hi))
+        if _mostly_links(cues, [nodes[i] for i in part]):
             break
         best = c
     return best
+
+
+def _beside(nodes: list[int], outer: tuple[int, int], inner: tuple[int, int]) -> list[int]:
+    """The blocks of an element (`outer`, its range of the block list) beside an element
+    inside it (`inner`, likewise)."""
+    return [*range(outer[0], inner[0]), *range(inner[1], outer[1])]
+
+
+def _mostly_links(cues: PageTree, block_nodes: Sequence[int]) -> bool:
+    """Whether more than half of these blocks' text is in links (a link list)."""
+    return 2 * sum(map(cues.achars.__getitem__, block_nodes)) > sum(map(cues.chars.__getitem__, block_nodes))
 
 
 # What the part of a container around the region must not hold for the region to widen to it:
@@ -278,10 +283,8 @@ def _whole_container(
         if beside & ~flags[c] & _NOT_CONTENT_BITS:
             break
         nodes = cues.node_of_block
-        lo, hi = _blocks_in(nodes, c, ends[c])
-        inner_lo, inner_hi = _blocks_in(nodes, first, end)
-        outside = nodes[lo:inner_lo] + nodes[inner_hi:hi]  # its blocks' nodes beside the region
-        if 2 * sum(map(cues.achars.__getitem__, outside)) > sum(map(cues.chars.__getitem__, outside)):
+        beside_region = _beside(nodes, _blocks_in(nodes, c, ends[c]), _blocks_in(nodes, first, end))
+        if _mostly_links(cues, [nodes[i] for i in beside_region]):
             break  # a link list beside the article
         return c, ends[c]
     return first, end
