@@ -3,6 +3,7 @@
     python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 2
     python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --state --jobs 2 --read
     python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 3 --reference
+    python scripts/measure_jobs.py ../shared/crawl/pages.jsonl.gz --rounds 3 --fork-server
 
 Each run is a fresh `detemplate run` process (as a user starts it), timed from outside
 with its CPU time (user + system, the jobs included); rounds alternate one job and N
@@ -12,8 +13,10 @@ machine shared with other work gives a session's processes one share of the CPU 
 (autogroup scheduling), so the wall times there do not show what N cores give: each run
 also prints the CPU seconds of its parent and of every job, and the bound they set on
 idle cores (the busiest process, and the total CPU over the cores). For N jobs the CPU
-figure is the sum of the parent's and the jobs' (the fork server's one import, about
-0.25 s, is in neither).
+figure is the sum of the parent's and the jobs' (with `--fork-server`, the server's one
+import, about 0.25 s, is in neither).
+`--fork-server` starts the jobs from multiprocessing's fork server even where `run` forks
+them (parallel._can_fork), as runs did before November 29th: the two ways side by side.
 `--read` measures the other way of feeding the jobs (every job reads the whole input
 itself; the default is the parent reading it once and handing each job its pages).
 `--reference` (JSONL inputs) also times, each round, N independent processes: the input
@@ -47,28 +50,32 @@ from pathlib import Path
 from typing import Any
 
 
-def one_run(argv: list[str], read: bool) -> int:
-    """Run `detemplate run` in this process; with `read`, every job reads the input itself."""
+def one_run(argv: list[str], read: bool, fork_server: bool = False) -> int:
+    """Run `detemplate run` in this process; with `read`, every job reads the input itself;
+    with `fork_server`, the jobs come from the fork server."""
     from detemplate import cli, parallel
 
+    if fork_server:
+        parallel._can_fork = lambda: False  # the measured alternative
     logging.getLogger("detemplate.parallel").setLevel(logging.DEBUG)  # each job's CPU seconds
     if read:
-        run_jobs = parallel.run_jobs
+        start_jobs = parallel.start_jobs
 
-        def reading(spec: parallel.JobSpec, *args: Any) -> None:
-            run_jobs(dataclasses.replace(spec, feed=False), *args)
+        def reading(spec: parallel.JobSpec, *args: Any, **kwargs: Any) -> Any:
+            return start_jobs(dataclasses.replace(spec, feed=False), *args, **kwargs)
 
-        parallel.run_jobs = reading  # type: ignore[assignment]  # the measured alternative, same signature
+        parallel.start_jobs = reading  # the measured alternative, same signature
     return cli.main(["run", *argv])
 
 
-def timed(argv: list[str], read: bool) -> tuple[float, float, list[float], list[float]]:
+def timed(argv: list[str], read: bool, fork_server: bool = False) -> tuple[float, float, list[float], list[float]]:
     """Wall and CPU seconds of one run in a child process, the CPU seconds of each process
     that worked in parallel (the parent, then each job; empty for one job), and the seconds
     each job waited for its pages."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    cmd = [sys.executable, __file__, "--one", *(["--read"] if read else []), "--", *argv]
+    flags = [*(["--read"] if read else []), *(["--fork-server"] if fork_server else [])]
+    cmd = [sys.executable, __file__, "--one", *flags, "--", *argv]
     proc = subprocess.run(cmd, check=True, stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -119,19 +126,23 @@ def side_by_side(shares: list[Path], folder: Path) -> tuple[float, float]:
 def main() -> int:
     if "--one" in sys.argv:
         rest = sys.argv[sys.argv.index("--") + 1 :]
-        return one_run(rest, "--read" in sys.argv[: sys.argv.index("--")])
+        flags = sys.argv[: sys.argv.index("--")]
+        return one_run(rest, "--read" in flags, "--fork-server" in flags)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("inputs", nargs="+")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--state", action="store_true", help="runs with --state (a fresh directory each run)")
     ap.add_argument("--read", action="store_true", help="every job reads the input itself")
+    ap.add_argument("--fork-server", action="store_true",
+                    help="start the jobs from the fork server, not forked from the run")
     ap.add_argument("--format", default="jsonl")
     ap.add_argument("--reference", action="store_true",
                     help="also time N processes side by side on the hosts split beforehand (JSONL inputs)")
     args = ap.parse_args()
     print(f"{len(args.inputs)} input(s), {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
-          f"--jobs {args.jobs}{' (every job reads)' if args.read else ''}{' with --state' if args.state else ''}, "
+          f"--jobs {args.jobs}{' (every job reads)' if args.read else ''}"
+          f"{' (from the fork server)' if args.fork_server else ''}{' with --state' if args.state else ''}, "
           f"format {args.format}")
     walls: dict[int, list[float]] = {1: [], args.jobs: []}
     cores = min(args.jobs, len(os.sched_getaffinity(0)))
@@ -154,11 +165,11 @@ def main() -> int:
                     state = Path(tmp) / "state"
                     shutil.rmtree(state, ignore_errors=True)
                     argv += ["--state", str(state)]
-                wall, cpu, per_process, waits = timed(argv, args.read)
+                wall, cpu, per_process, waits = timed(argv, args.read, args.fork_server)
                 walls[jobs].append(wall)
                 outs[jobs] = out
                 if per_process:
-                    # The jobs are the fork server's children, not in `cpu`: their own figures count.
+                    # The fork server's jobs are not in `cpu` (forked ones are): the processes' own figures count.
                     cpu = sum(per_process)
                 line = f"round {r + 1}  --jobs {jobs}: {wall:6.1f} s wall, {cpu:6.1f} s CPU"
                 if per_process:

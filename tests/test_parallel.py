@@ -206,6 +206,43 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     assert out.getvalue() == b""
 
 
+@pytest.mark.parametrize("fork", [True, False])
+def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path, tmp_path: Path, fork: bool) -> None:
+    # `run` forks its jobs where it can (parallel._can_fork), else starts them from a fork server.
+    run([crawl], tmp_path / "one.jsonl", "--jobs", "1")
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+    out = io.BytesIO()
+    summary = RunSummary()
+    with parallel.start_jobs(spec, fork=fork) as jobs:
+        assert jobs.fork is fork
+        run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, summary, jobs=jobs)
+    one = (tmp_path / "one.jsonl").read_bytes()
+    assert out.getvalue() == one
+    assert summary.pages == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
+
+
+def test_no_job_is_forked_from_a_process_that_has_opened_rocksdb(tmp_path: Path) -> None:
+    # RocksDB's flush and compaction threads outlive the database that started them; a job
+    # forked after that would have none, and its own state's flush would wait for ever.
+    fresh = subprocess.run(
+        [sys.executable, "-c", "from detemplate import parallel; print(parallel._can_fork())"],
+        capture_output=True, text=True, check=True,
+    )
+    assert fresh.stdout.strip() == str(sys.platform.startswith("linux"))
+    RocksStore(tmp_path / "state", EngineParams().table).close()
+    assert not parallel._can_fork()
+    # A run from the command line forks its jobs before it opens its state: they keep their own.
+    pages = write_jsonl(_crawl(8, seed=3), tmp_path / "pages.jsonl")
+    for jobs in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-m", "detemplate", "run", str(pages), "--output", str(tmp_path / f"out-{jobs}.jsonl"),
+             "--state", str(tmp_path / f"state-{jobs}"), "--jobs", jobs],
+            capture_output=True, text=True, timeout=DEADLINE_SECONDS,
+        )
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out-2.jsonl").read_bytes() == (tmp_path / "out-1.jsonl").read_bytes()
+
+
 def _tell_gc(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
     """A decide function that says which thresholds the job's garbage collector has."""
     raise RuntimeError(f"collector thresholds {gc.get_threshold()}")
@@ -241,9 +278,14 @@ def _children(parent: int) -> list[tuple[int, bytes]]:
 
 
 def _job_pids(run: int) -> list[int]:
-    """The job processes of the run with process id `run`: the children of its fork server."""
-    servers = [pid for pid, cmdline in _children(run) if b"forkserver" in cmdline]
-    return [pid for server in servers for pid, _ in _children(server)]
+    """The job processes of the run with process id `run`: forked from it, or from its fork server."""
+    pids = []
+    for pid, cmdline in _children(run):
+        if b"forkserver" in cmdline:
+            pids.extend(child for child, _ in _children(pid))
+        elif b"resource_tracker" not in cmdline:
+            pids.append(pid)
+    return pids
 
 
 def _run_and_act(cmd: list[str], act: Callable[[subprocess.Popen[bytes], list[int]], None]) -> tuple[int, str]:
@@ -368,17 +410,17 @@ def test_ctrl_c_while_the_jobs_start_stops_every_job_they_start(crawl: Path, mon
     spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
     gate = threading.Event()
     finished = threading.Event()
-    start_processes = parallel._Jobs._start_processes
+    start_processes = parallel.Jobs._start_processes
 
-    def held_at_the_gate(self: parallel._Jobs) -> None:
+    def held_at_the_gate(self: parallel.Jobs) -> None:
         try:
             gate.wait()  # the fork server is slow to start (a loaded machine)
             start_processes(self)
         finally:
             finished.set()
 
-    monkeypatch.setattr(parallel._Jobs, "_start_processes", held_at_the_gate)
-    jobs = parallel._Jobs(spec, crawl.parent, None)
+    monkeypatch.setattr(parallel.Jobs, "_start_processes", held_at_the_gate)
+    jobs = parallel.Jobs(spec, crawl.parent)
     processes = []
     try:
         jobs.start()

@@ -287,8 +287,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
     summary = RunSummary()
+    # WET writes a gzip member a record itself; Parquet compresses itself.
+    own_gzip = fmt == "wet" and args.output.lower().endswith(".gz")
+    options = OutputOptions(blocks=not args.no_blocks, segment=params.segment, gz=own_gzip)
     with ExitStack() as stack:
         try:
+            started = None
+            if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
+                spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
+                                        bool(args.events), args.state, policy)
+                # Started before the state and the output are opened: forked, they share neither.
+                started = stack.enter_context(parallel.start_jobs(spec))
             if args.state:
                 from .state.rocks import RocksStore
 
@@ -296,17 +305,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 store = MemoryStore(policy)
             stack.callback(store.close)
-            # WET writes a gzip member a record itself; Parquet compresses itself.
-            own_gzip = fmt == "wet" and args.output.lower().endswith(".gz")
             out = open_output(args.output, stack, compress=fmt not in ("wet", "parquet"))
-            options = OutputOptions(blocks=not args.no_blocks, segment=params.segment, gz=own_gzip)
             writer = make_writer(fmt, out, options)
             events_out = open_output(args.events, stack) if args.events else None
             try:
-                if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
-                    spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
-                                            events_out is not None, args.state, policy)
-                    parallel.run_jobs(spec, store, writer, events_out, summary, total)
+                if started is not None:
+                    parallel.run_jobs(started.spec, store, writer, events_out, summary, total, started)
                 else:
                     run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
             finally:

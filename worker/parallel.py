@@ -18,9 +18,14 @@ read the whole input itself instead (slower: docs/parallel.md measures both).
   MemoryStore without --state). When every worker has finished, the parent `put`s every
   table a worker holds into the run's store and flushes it: the state directory is one
   RocksDB that a later run, with any N, continues. A failed run copies nothing.
-- Processes: the jobs are forked from multiprocessing's fork server, which imported this
-  module and opened nothing; the parent's open state never crosses into a job. A job takes
-  the parent's garbage-collector thresholds (the command line raises the first one).
+- Processes: `run` starts the jobs first thing (`start_jobs`), before it opens its state
+  or output: on Linux they are forked from it then (milliseconds; the engine is imported),
+  unless a RocksDB or another Python thread runs in the process already (`_can_fork`);
+  otherwise, and for `run_jobs` called without them, from multiprocessing's fork server,
+  which imported this module and opened nothing (0.3 s later). Either way the parent's open
+  state never crosses into a job; a job opens the run's state only after the parent's first
+  message, sent once the parent has opened it. A job takes the parent's garbage-collector
+  thresholds (the command line raises the first one) and BLAS threads.
 - Output: a worker gives the format's Writer a sink that files every write as a record
   (seq, index, bytes) in the worker's temporary file, in its own input order; events
   likewise. A host's first page goes out with its second (under the second's seq) or, let
@@ -63,7 +68,7 @@ from typing import IO, TYPE_CHECKING, Any
 from xxhash import xxh3_64_intdigest
 
 from . import blas
-from .engine.errors import ConfigError, DetemplateError
+from .engine.errors import ConfigError, DetemplateError, StateError
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams
 from .engine.table import HostTable
@@ -108,11 +113,12 @@ def default_jobs() -> int:
 
 
 # Without --jobs, inputs smaller than this (gzip counted as _INFLATE times its size) run in
-# one job: starting the jobs (the fork server's interpreter and its import of the engine,
-# 0.3-0.5 s) costs more than they save there. Measured on ../shared/crawl's first pages,
-# 2 cores, medians of 3 (docs/parallel.md): 200 pages (11 MB) 1.42 s in one job against
-# 1.76 in two, 400 (19 MB) 2.11 against 2.26, 800 (37 MB) 3.56 against 3.04.
-SMALL_INPUT_BYTES = 16 << 20
+# one job: starting the jobs and handing them their pages costs more than they save there.
+# Measured on ../shared/crawl's first pages, 2 cores, medians of 3 (docs/parallel.md): forked
+# jobs (Linux), 100 pages (5.3 MB) 0.59 s in one job and in two, 200 (11 MB) 0.91 against
+# 0.75; from the fork server (its interpreter and its import of the engine, 0.3-0.5 s), 200
+# pages 1.42 s against 1.76, 400 (19 MB) 2.11 against 2.26, 800 (37 MB) 3.56 against 3.04.
+SMALL_INPUT_BYTES = (8 if sys.platform.startswith("linux") else 16) << 20
 _INFLATE = 5  # the crawl's pages.jsonl.gz: 40 MB of gzip, 212 MB of JSONL
 
 
@@ -332,13 +338,24 @@ def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
 
 
-def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterator[tuple[int, RawPage | DeadPage]]:
-    """This worker's items with their place in the input: from the parent's batches, or read."""
+def _first_message(queue: Queue[Batch | None]) -> Batch | None:
+    """The parent's first message to a job: its first batch (or the go of a job that reads the
+    input itself, an empty one). The parent sends it once it has opened the run's state, so a
+    job forked before that opens the state only after it exists."""
+    started = time.perf_counter()
+    first = queue.get()
+    _waited[0] += time.perf_counter() - started
+    return first
+
+
+def _own_items(
+    spec: JobSpec, index: int, queue: Queue[Batch | None], first: Batch | None
+) -> Iterator[tuple[int, RawPage | DeadPage]]:
+    """This worker's items with their place in the input: from the parent's batches (the first
+    one already taken), or read."""
     if spec.feed:
+        batch = first
         while True:
-            started = time.perf_counter()
-            batch = queue.get()
-            _waited[0] += time.perf_counter() - started
             if batch is None:
                 return
             for seq, item in batch:
@@ -349,6 +366,9 @@ def _own_items(spec: JobSpec, index: int, queue: Queue[Batch | None]) -> Iterato
                     yield seq, page
                 else:
                     yield seq, item
+            started = time.perf_counter()
+            batch = queue.get()
+            _waited[0] += time.perf_counter() - started
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
         if _owner(item, spec.jobs) == index:
             yield seq, item
@@ -363,6 +383,7 @@ def _decide_share(
     spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Batch | None]
 ) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
+    first = _first_message(queue)
     out_path, events_path, _ = _paths(work, index)
     base = ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
     store = _LayeredStore(_own_store(spec, work, index), base)
@@ -373,7 +394,7 @@ def _decide_share(
             writer = _job_writer(spec.fmt, out, spec.options)
 
             def mine() -> Iterator[RawPage | DeadPage]:
-                for seq, item in _own_items(spec, index, queue):
+                for seq, item in _own_items(spec, index, queue, first):
                     out.at(seq)
                     events.at(seq)
                     yield item
@@ -403,8 +424,8 @@ def _work(
     """A worker process: its summary to `conn`, or the error that stopped it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
     # The garbage collector and BLAS's threads as the parent has them (the command line raises
-    # the first threshold and sets one thread: settings.tune_gc, tune_blas): the fork server's
-    # interpreter started with the defaults.
+    # the first threshold and sets one thread: settings.tune_gc, tune_blas). A forked job has
+    # them already; the fork server's interpreter started with the defaults.
     gc.set_threshold(*gc_threshold)
     if blas_threads is not None:
         blas.set_threads(blas_threads)
@@ -460,22 +481,52 @@ def _progress(total: int | None) -> Callable[[int | None], None]:
     return show
 
 
-class _Jobs:
-    """The parent's view of the running workers: their processes, pipes, counters and queues."""
+def _can_fork() -> bool:
+    """Whether jobs may be forked from this process: on Linux (elsewhere a forked child may not
+    use what the system libraries set up in its parent), with no other Python thread (a fork
+    copies the calling thread only: locks another one held would stay held in the job) and no
+    RocksDB background thread. RocksDB starts its flush and compaction threads once a process,
+    with the first database it opens, and keeps them after it is closed: a job forked after that
+    has none, and its own database's flush would wait for them for ever. Its threads say what
+    they are in their names ("rocksdb:low", "rocksdb:high"). OpenBLAS's threads are safe: it
+    stops them before a fork and starts them again after."""
+    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+        return False
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/comm", "rb") as fh:
+                if fh.read().startswith(b"rocksdb"):
+                    return False
+    except OSError:
+        return False
+    return True
 
-    def __init__(self, spec: JobSpec, work: Path, total: int | None) -> None:
+
+class Jobs:
+    """The parent's view of the running workers: their processes, pipes, counters and queues.
+
+    fork: the jobs are forked from this process, which must have opened nothing that a job may
+        not share (no RocksDB handle, no output file, no thread: `start_jobs` is called first
+        thing). A fork takes milliseconds, and the job has the engine imported. Otherwise they
+        are forked from a fork server: a fresh interpreter that imports this module (and with
+        it the engine, 0.25 s of CPU once rather than once a job) and opens nothing, so that
+        nothing the parent holds crosses into a job; it starts 0.3 s later.
+    """
+
+    def __init__(self, spec: JobSpec, work: Path, fork: bool = False) -> None:
         self.spec = spec
-        # Jobs are forked from a fork server: a fresh interpreter that has imported this module
-        # (and with it the engine, 0.25 s of CPU once rather than once a job) and opened
-        # nothing, so no RocksDB handle, lock or thread of the parent crosses into a job.
-        self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload([__name__])
+        self.fork = fork
+        self.ctx: multiprocessing.context.ForkContext | multiprocessing.context.ForkServerContext = (
+            multiprocessing.get_context("fork") if fork else multiprocessing.get_context("forkserver")
+        )
+        if not fork:
+            self.ctx.set_forkserver_preload([__name__])
         self.processes: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counters: list[Synchronized[int]] = []
         self.queues: list[Queue[Batch | None]] = []
         self.summaries: dict[int, Any] = {}
-        self.show = _progress(total)
+        self.show: Callable[[int | None], None] = lambda done: None  # the progress bar: `run`
         self.work = work
         self._sends: list[Connection] = []
         self._starter = threading.Thread()
@@ -486,11 +537,12 @@ class _Jobs:
         # went on to start, which outlived the run and wrote into the folder being removed.
         self._done_starting = threading.Event()
         self._start_error: BaseException | None = None
+        self._stopped = False
 
     def start(self) -> None:
-        """Start every job: the processes are made here and started on a thread of their own, so
-        that the parent reads and queues the first batches while the fork server starts (it
-        imports the engine: a quarter of a second the parent would otherwise wait out)."""
+        """Start every job. Forked ones here; from the fork server, on a thread of their own, so
+        that the parent reads and queues the first batches while the server starts (it imports
+        the engine: a quarter of a second the parent would otherwise wait out)."""
         spec, work, ctx = self.spec, self.work, self.ctx
         threads = blas.threads()
         for index in range(spec.jobs):
@@ -508,6 +560,11 @@ class _Jobs:
             self.processes.append(process)
             self.counters.append(done)
             self._sends.append(send)
+        if self.fork:
+            with _no_sigint():  # Ctrl-C between two forks would leave `stop` a job it does not know
+                self._start_processes()
+            self.started()
+            return
         self._starter = threading.Thread(target=self._start_processes, name="detemplate-job-starter", daemon=True)
         with _no_sigint():  # Ctrl-C after the thread is launched but before it has an ident would hide it from `stop`
             self._starter.start()
@@ -555,6 +612,16 @@ class _Jobs:
                 raise JobFailedError(f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})")
         self.show(sum(c.value for c in self.counters))
 
+    def run(self, total: int | None) -> list[Any]:
+        """Feed the jobs (or tell them to read) and wait for every one; their summaries."""
+        self.show = _progress(total)  # not before: a bar's monitor thread must not be forked
+        if self.spec.feed:
+            self.feed()
+        else:
+            for index in range(self.spec.jobs):
+                self._put(index, [])  # the go of a job that reads the input itself (_first_message)
+        return self.wait()
+
     def feed(self) -> None:
         """Read the input once, handing each job its items in batches (bounded queues)."""
         spec = self.spec
@@ -595,7 +662,11 @@ class _Jobs:
         return [self.summaries[i] for i in pending]
 
     def stop(self) -> None:
-        """Stop every worker still running (after a failure or Ctrl-C) and release the pipes."""
+        """Stop every worker still running (after a failure or Ctrl-C) and release the pipes;
+        once (later calls do nothing)."""
+        if self._stopped:
+            return
+        self._stopped = True
         self.show(None)
         if self._starter.ident is not None:  # the thread runs, or ran: every process is started or not, never half
             self._done_starting.wait()
@@ -616,16 +687,28 @@ class _Jobs:
             conn.close()
 
 
-def _run_workers(spec: JobSpec, work: Path, total: int | None) -> list[Any]:
-    """Start the workers, feed them, wait for every one; their summaries. JobFailedError when one fails."""
-    jobs = _Jobs(spec, work, total)
+@contextlib.contextmanager
+def start_jobs(spec: JobSpec, fork: bool | None = None) -> Iterator[Jobs]:
+    """The run's jobs, started, in their own folder (beside the state directory, or in the
+    temporary one); stopped and the folder removed on leaving. `fork` None: forked where
+    `_can_fork`. Call it before this process opens the run's state or output (`run_jobs`
+    gives the jobs their first pages only then)."""
+    root = Path(spec.state).resolve().parent if spec.state else None
     try:
-        jobs.start()
-        if spec.feed:
-            jobs.feed()
-        return jobs.wait()
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)  # the state folder's, which the run makes
+        work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
+    except OSError as exc:
+        raise StateError(f"cannot make the jobs' folder beside the state folder {spec.state}: {exc}") from exc
+    try:
+        jobs = Jobs(spec, work, _can_fork() if fork is None else fork)
+        try:
+            jobs.start()
+            yield jobs
+        finally:
+            jobs.stop()
     finally:
-        jobs.stop()
+        remove_work(work)
 
 
 def add_summaries(total: Any, parts: Iterable[Any]) -> None:
@@ -649,27 +732,39 @@ def run_jobs(
     events_out: IO[bytes] | None,
     summary: Any,
     total: int | None = None,
+    jobs: Jobs | None = None,
 ) -> None:
     """Decide the inputs in `spec.jobs` processes; write the merged output through the run's
     `writer` (after the header it wrote; the caller closes it) and events to `events_out`, put
     every table the workers hold into `store` (when the run has state), add their figures to
-    `summary`."""
+    `summary`. `jobs`: started by `start_jobs` before `store` was opened; None: started here,
+    from the fork server (this process has opened its state: no job may be forked from it)."""
     started = time.perf_counter()
-    root = Path(spec.state).resolve().parent if spec.state else None
-    work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
+    with contextlib.ExitStack() as stack:
+        if jobs is None:
+            jobs = stack.enter_context(start_jobs(spec, fork=False))
+        try:
+            _decide_and_merge(jobs, store, writer, events_out, summary, total)
+        finally:
+            summary.seconds += time.perf_counter() - started
+
+
+def _decide_and_merge(
+    jobs: Jobs, store: SegmentStore, writer: Writer, events_out: IO[bytes] | None, summary: Any, total: int | None
+) -> None:
+    spec, work = jobs.spec, jobs.work
     try:
-        parts = _run_workers(spec, work, total)
-        _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
-        if events_out is not None:
-            _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
-        if spec.state is not None:
-            _copy_tables(spec, work, store)
-        add_summaries(summary, parts)
-        logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
-                     time.process_time())
+        parts = jobs.run(total)
     finally:
-        remove_work(work)
-        summary.seconds += time.perf_counter() - started
+        jobs.stop()
+    _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
+    if events_out is not None:
+        _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
+    if spec.state is not None:
+        _copy_tables(spec, work, store)
+    add_summaries(summary, parts)
+    logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
+                 time.process_time())
 
 
 def remove_work(work: Path) -> None:
