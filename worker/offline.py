@@ -377,7 +377,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         metavar="N",
         help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
-        "cores; one for input under 16 MB, where starting the jobs costs more than they save; one for "
+        "cores; one for input under 8 MB (16 off Linux), where starting the jobs costs more than they save; one for "
         "standard input and with host expiry, which refuse more)",
     )
     expiry.add_arguments(p)
