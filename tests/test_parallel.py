@@ -206,19 +206,37 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     assert out.getvalue() == b""
 
 
-@pytest.mark.parametrize("fork", [True, False])
-def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path, tmp_path: Path, fork: bool) -> None:
-    # `run` forks its jobs where it can (parallel._can_fork), else starts them from a fork server.
+# A process as `run` is when it starts its jobs: nothing open, no thread but its own.
+_START_AND_RUN = """
+import sys
+from detemplate import parallel
+from detemplate.engine.params import EngineParams
+from detemplate.io.formats import OutputOptions, make_writer
+from detemplate.offline import RunSummary, run_pages
+from detemplate.state.memory import MemoryStore
+
+crawl, out_path, fork = sys.argv[1], sys.argv[2], sys.argv[3] == "fork"
+spec = parallel.JobSpec((crawl,), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+summary = RunSummary()
+with parallel.start_jobs(spec, fork=fork) as jobs, open(out_path, "wb") as out:
+    assert jobs.fork is fork
+    parallel.run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, summary, jobs=jobs)
+print(summary.pages)
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "fork server"])
+def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path, tmp_path: Path, how: str) -> None:
+    # `run` forks its jobs where it can (parallel._can_fork), else starts them from a fork
+    # server. Each way in a fresh process: this one may run threads (a fork would copy none).
     run([crawl], tmp_path / "one.jsonl", "--jobs", "1")
-    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
-    out = io.BytesIO()
-    summary = RunSummary()
-    with parallel.start_jobs(spec, fork=fork) as jobs:
-        assert jobs.fork is fork
-        run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, summary, jobs=jobs)
+    out = tmp_path / "two.jsonl"
+    done = subprocess.run([sys.executable, "-c", _START_AND_RUN, str(crawl), str(out), how],
+                          capture_output=True, text=True, timeout=DEADLINE_SECONDS)
+    assert done.returncode == 0, done.stderr
     one = (tmp_path / "one.jsonl").read_bytes()
-    assert out.getvalue() == one
-    assert summary.pages == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
+    assert out.read_bytes() == one
+    assert int(done.stdout) == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
 
 
 def test_no_job_is_forked_from_a_process_that_has_opened_rocksdb(tmp_path: Path) -> None:
