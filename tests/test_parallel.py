@@ -239,6 +239,34 @@ def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path,
     assert int(done.stdout) == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
 
 
+# Start two jobs (they wait for their first batch), kill the second, see its pipe's end.
+_KILL_THE_SECOND = """
+import os, signal, sys
+from detemplate import parallel
+from detemplate.engine.params import EngineParams
+from detemplate.io.formats import OutputOptions
+from detemplate.offline import run_pages
+
+spec = parallel.JobSpec((sys.argv[1],), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+with parallel.start_jobs(spec, fork=sys.argv[2] == "fork") as jobs:
+    jobs.started()
+    os.kill(jobs.processes[1].pid, signal.SIGKILL)
+    jobs.processes[1].join()
+    print(jobs.conns[1].poll(60.0))
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "fork server"])
+def test_a_killed_jobs_pipe_ends_while_the_other_job_runs(crawl: Path, how: str) -> None:
+    # A forked job holds what the parent held when it was forked: were every pipe made before
+    # the first fork, the first job would hold the second's writing end, and the second's
+    # death would not end its pipe (the run still saw it end, by its process).
+    done = subprocess.run([sys.executable, "-c", _KILL_THE_SECOND, str(crawl), how],
+                          capture_output=True, text=True, timeout=DEADLINE_SECONDS)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True"]
+
+
 def test_no_job_is_forked_from_a_process_that_has_opened_rocksdb(tmp_path: Path) -> None:
     # RocksDB's flush and compaction threads outlive the database that started them; a job
     # forked after that would have none, and its own state's flush would wait for ever.

@@ -543,37 +543,46 @@ class Jobs:
         """Start every job. Forked ones here; from the fork server, on a thread of their own, so
         that the parent reads and queues the first batches while the server starts (it imports
         the engine: a quarter of a second the parent would otherwise wait out)."""
-        spec, work, ctx = self.spec, self.work, self.ctx
         threads = blas.threads()
-        for index in range(spec.jobs):
-            recv, send = ctx.Pipe(duplex=False)
-            done = ctx.Value("q", 0)
-            queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
-            process = ctx.Process(
-                target=_work,
-                args=(spec, str(work), index, done, send, queue, gc.get_threshold(), threads),
-                name=f"detemplate-job-{index}",
-                daemon=True,
-            )
-            self.conns.append(recv)
-            self.queues.append(queue)
-            self.processes.append(process)
-            self.counters.append(done)
-            self._sends.append(send)
         if self.fork:
             with _no_sigint():  # Ctrl-C between two forks would leave `stop` a job it does not know
-                self._start_processes()
+                self._start_processes(threads, make=True)
             self.started()
             return
+        for index in range(self.spec.jobs):
+            self._make(index, threads)
         self._starter = threading.Thread(target=self._start_processes, name="detemplate-job-starter", daemon=True)
         with _no_sigint():  # Ctrl-C after the thread is launched but before it has an ident would hide it from `stop`
             self._starter.start()
 
-    def _start_processes(self) -> None:
+    def _make(self, index: int, threads: int | None) -> None:
+        """Job `index`'s process (not started), pipe, counter and queue."""
+        ctx = self.ctx
+        recv, send = ctx.Pipe(duplex=False)
+        done = ctx.Value("q", 0)
+        queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
+        process = ctx.Process(
+            target=_work,
+            args=(self.spec, str(self.work), index, done, send, queue, gc.get_threshold(), threads),
+            name=f"detemplate-job-{index}",
+            daemon=True,
+        )
+        self.conns.append(recv)
+        self.queues.append(queue)
+        self.processes.append(process)
+        self.counters.append(done)
+        self._sends.append(send)
+
+    def _start_processes(self, threads: int | None = None, make: bool = False) -> None:
+        """Start the jobs in order; `make`: each one made just before its start. A forked job
+        holds what the parent held when it was forked: made one by one, no job holds the
+        writing end of another's pipe, so each pipe's end of file shows when its job ends."""
         try:
-            for process, send in zip(self.processes, self._sends, strict=True):
-                process.start()
-                send.close()  # the parent's copy: EOF on `recv` when the worker ends without a word
+            for index in range(self.spec.jobs):
+                if make:
+                    self._make(index, threads)
+                self.processes[index].start()
+                self._sends[index].close()  # the parent's copy: EOF on `recv` when the worker ends without a word
         except BaseException as exc:  # told to the main thread by `started`
             self._start_error = exc
         finally:
