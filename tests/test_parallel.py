@@ -206,19 +206,23 @@ def test_a_failing_job_fails_the_run(crawl: Path) -> None:
     assert out.getvalue() == b""
 
 
-# A process as `run` is when it starts its jobs: nothing open, no thread but its own.
-_START_AND_RUN = """
-import sys
+# A process as `run` is when it starts its jobs (nothing open, no thread but its own), with
+# two jobs' spec for the crawl in argv[1], forked where argv[2] is "fork".
+_TWO_JOBS = """
+import os, signal, sys
 from detemplate import parallel
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.offline import RunSummary, run_pages
 from detemplate.state.memory import MemoryStore
 
-crawl, out_path, fork = sys.argv[1], sys.argv[2], sys.argv[3] == "fork"
-spec = parallel.JobSpec((crawl,), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+spec = parallel.JobSpec((sys.argv[1],), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
+fork = sys.argv[2] == "fork"
+"""
+# ... deciding the crawl into argv[3]
+_START_AND_RUN = _TWO_JOBS + """
 summary = RunSummary()
-with parallel.start_jobs(spec, fork=fork) as jobs, open(out_path, "wb") as out:
+with parallel.start_jobs(spec, fork=fork) as jobs, open(sys.argv[3], "wb") as out:
     assert jobs.fork is fork
     parallel.run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, summary, jobs=jobs)
 print(summary.pages)
@@ -231,7 +235,7 @@ def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path,
     # server. Each way in a fresh process: this one may run threads (a fork would copy none).
     run([crawl], tmp_path / "one.jsonl", "--jobs", "1")
     out = tmp_path / "two.jsonl"
-    done = subprocess.run([sys.executable, "-c", _START_AND_RUN, str(crawl), str(out), how],
+    done = subprocess.run([sys.executable, "-c", _START_AND_RUN, str(crawl), how, str(out)],
                           capture_output=True, text=True, timeout=DEADLINE_SECONDS)
     assert done.returncode == 0, done.stderr
     one = (tmp_path / "one.jsonl").read_bytes()
@@ -239,16 +243,9 @@ def test_jobs_forked_or_from_the_fork_server_write_the_bytes_of_one(crawl: Path,
     assert int(done.stdout) == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
 
 
-# Start two jobs (they wait for their first batch), kill the second, see its pipe's end.
-_KILL_THE_SECOND = """
-import os, signal, sys
-from detemplate import parallel
-from detemplate.engine.params import EngineParams
-from detemplate.io.formats import OutputOptions
-from detemplate.offline import run_pages
-
-spec = parallel.JobSpec((sys.argv[1],), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
-with parallel.start_jobs(spec, fork=sys.argv[2] == "fork") as jobs:
+# ... starting them (they wait for their first batch), killing the second, seeing its pipe's end.
+_KILL_THE_SECOND = _TWO_JOBS + """
+with parallel.start_jobs(spec, fork=fork) as jobs:
     jobs.started()
     os.kill(jobs.processes[1].pid, signal.SIGKILL)
     jobs.processes[1].join()

@@ -112,13 +112,15 @@ def default_jobs() -> int:
     return max(1, len(os.sched_getaffinity(0)))
 
 
+_LINUX = sys.platform.startswith("linux")  # where jobs may be forked (_can_fork)
+
 # Without --jobs, inputs smaller than this (gzip counted as _INFLATE times its size) run in
 # one job: starting the jobs and handing them their pages costs more than they save there.
 # Measured on ../shared/crawl's first pages, 2 cores, medians of 3 (docs/parallel.md): forked
 # jobs (Linux), 100 pages (5.3 MB) 0.59 s in one job and in two, 200 (11 MB) 0.91 against
 # 0.75; from the fork server (its interpreter and its import of the engine, 0.3-0.5 s), 200
 # pages 1.42 s against 1.76, 400 (19 MB) 2.11 against 2.26, 800 (37 MB) 3.56 against 3.04.
-SMALL_INPUT_BYTES = (8 if sys.platform.startswith("linux") else 16) << 20
+SMALL_INPUT_BYTES = (8 if _LINUX else 16) << 20
 _INFLATE = 5  # the crawl's pages.jsonl.gz: 40 MB of gzip, 212 MB of JSONL
 
 
@@ -338,14 +340,12 @@ def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
 
 
-def _first_message(queue: Queue[Batch | None]) -> Batch | None:
-    """The parent's first message to a job: its first batch (or the go of a job that reads the
-    input itself, an empty one). The parent sends it once it has opened the run's state, so a
-    job forked before that opens the state only after it exists."""
+def _take(queue: Queue[Batch | None]) -> Batch | None:
+    """The parent's next message to this job (a batch; None: no more), its wait counted."""
     started = time.perf_counter()
-    first = queue.get()
+    message = queue.get()
     _waited[0] += time.perf_counter() - started
-    return first
+    return message
 
 
 def _own_items(
@@ -366,9 +366,7 @@ def _own_items(
                     yield seq, page
                 else:
                     yield seq, item
-            started = time.perf_counter()
-            batch = queue.get()
-            _waited[0] += time.perf_counter() - started
+            batch = _take(queue)
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
         if _owner(item, spec.jobs) == index:
             yield seq, item
@@ -383,7 +381,10 @@ def _decide_share(
     spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Batch | None]
 ) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
-    first = _first_message(queue)
+    # The parent's first message: the first batch, or the go of a job that reads the input
+    # itself (an empty one). The parent sends it once it has opened the run's state, so a job
+    # forked before that opens the state only after it exists.
+    first = _take(queue)
     out_path, events_path, _ = _paths(work, index)
     base = ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
     store = _LayeredStore(_own_store(spec, work, index), base)
@@ -490,7 +491,7 @@ def _can_fork() -> bool:
     has none, and its own database's flush would wait for them for ever. Its threads say what
     they are in their names ("rocksdb:low", "rocksdb:high"). OpenBLAS's threads are safe: it
     stops them before a fork and starts them again after."""
-    if not sys.platform.startswith("linux") or threading.active_count() != 1:
+    if not _LINUX or threading.active_count() != 1:
         return False
     try:
         for task in os.listdir("/proc/self/task"):
@@ -628,7 +629,7 @@ class Jobs:
             self.feed()
         else:
             for index in range(self.spec.jobs):
-                self._put(index, [])  # the go of a job that reads the input itself (_first_message)
+                self._put(index, [])  # the go of a job that reads the input itself (_decide_share)
         return self.wait()
 
     def feed(self) -> None:
