@@ -21,7 +21,7 @@ from detemplate.engine.decision import (
 )
 from detemplate.engine.detectors.base import Ballot
 from detemplate.engine.detectors.layout import content_region
-from detemplate.engine.model import CONTENT, METHOD_COLD, TEMPLATE, Outcome, RawPage
+from detemplate.engine.model import CONTENT, METHOD_COLD, METHOD_MARKUP, TEMPLATE, Outcome, RawPage
 from detemplate.engine.page import parse, walk
 from detemplate.engine.page.cues import F_THINT
 from detemplate.engine.params import EngineParams
@@ -165,10 +165,26 @@ def test_the_ballot_replays_to_the_live_verdicts() -> None:
         assert [b.role for b in outcome.clean.blocks] == replayed.role
 
 
-def test_a_cold_page_without_the_model_is_kept_whole() -> None:
+def test_a_cold_page_without_the_model_is_kept_whole_but_for_its_nav_and_footer() -> None:
     outcome = decide(page(0), HostTable(NO_MODEL.table), NO_MODEL)
     assert outcome.clean is not None
-    assert {(b.verdict, b.method, b.role) for b in outcome.clean.blocks} == {(CONTENT, METHOD_COLD, ROLE_MAIN)}
+    beside = [b for b in outcome.clean.blocks if "/nav" in b.path or "/footer" in b.path]
+    assert [b.text for b in beside] == ["Home", "Docs", "Blog", "Copyright 2026 Example Project. All rights reserved."]
+    assert {(b.verdict, b.method, b.role) for b in beside} == {(TEMPLATE, METHOD_MARKUP, ROLE_TEMPLATE)}
+    rest = [b for b in outcome.clean.blocks if b not in beside]
+    assert {(b.verdict, b.method, b.role) for b in rest} == {(CONTENT, METHOD_COLD, ROLE_MAIN)}
+
+
+def test_a_nav_or_footer_that_holds_the_main_text_keeps_it_and_one_inside_it_does_not() -> None:
+    # An article inside a footer (or a page wrapped in a nav) is the page's text; a nav of
+    # links to other pages inside that footer still goes.
+    body = f"<p>{_article(0)}</p><nav><a href='/a'>Alpha page</a> <a href='/b'>Beta page</a></nav>"
+    for outer in ("footer", "nav"):
+        html = f"<html><body>{NAV}<{outer}><h1>Post</h1>{body}</{outer}></body></html>"
+        out = decide(RawPage("https://news.example/p", html, "news.example"), HostTable(NO_MODEL.table), NO_MODEL)
+        assert out.clean is not None
+        assert "Paragraph 0 sentence 11" in out.clean.text and "Post" in out.clean.text
+        assert "Alpha page" not in out.clean.text and "Home" not in out.clean.text
 
 
 def test_content_region_is_the_deepest_element_with_the_share_of_new_plain_text() -> None:

@@ -84,10 +84,16 @@ def test_first_page_of_a_host_is_cold_and_keeps_everything() -> None:
     _, outcomes = run(site, TABLE_ONLY)
     first = outcomes[0].clean
     assert first is not None and first.page_no == 1
-    # Kept whole but for the sidebar's popular-posts box, which its class names (decision.py).
+    # Kept whole but for the sidebar's popular-posts box, which its class names, and the header's
+    # nav and the footer, which HTML puts beside the content (decision.py).
     assert {b.method for b in first.blocks} == {METHOD_COLD, METHOD_MARKUP}
     assert {b.verdict for b in first.blocks if b.method == METHOD_COLD} == {CONTENT}
-    assert {(b.verdict, b.role) for b in first.blocks if b.method == METHOD_MARKUP} == {(TEMPLATE, "related")}
+    markup = {(b.path, b.verdict, b.role) for b in first.blocks if b.method == METHOD_MARKUP}
+    assert markup == {
+        ("html/body/div/aside/div", TEMPLATE, "related"), ("html/body/div/aside/div/ol/li", TEMPLATE, "related"),
+        ("html/body/header/nav/ul/li", TEMPLATE, "template"),
+        ("html/body/footer", TEMPLATE, "template"), ("html/body/footer/ul/li", TEMPLATE, "template"),
+    }
     assert site[0].template_texts[0] in first.text
     assert {b.method for b in outcomes[2].clean.blocks} == {METHOD_TABLE}  # type: ignore[union-attr]
 
@@ -375,7 +381,7 @@ def test_pagelet_outcomes_are_identical_across_stores(tmp_path: Path) -> None:
 # An article whose own text goes on after a nested list and table: the article's block holds
 # its heading and three paragraphs, around the list's and the table's blocks.
 IN_ORDER = (
-    "<html><body><nav><a href='/'>Home</a> <a href='/a'>About</a></nav><article><h1>A title</h1>"
+    "<html><body><div><a href='/'>Home</a> <a href='/a'>About</a></div><article><h1>A title</h1>"
     "<p>First paragraph, before the list.</p><ul><li>item one</li><li>item two</li></ul>"
     "<p>Second paragraph, after the list.</p><table><tr><td>a cell</td></tr></table>"
     "<p>Third paragraph, after the table.</p>Its last words<br>after a break</article></body></html>"

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from tests.factories import make_site
 
 PAGE = """<html lang="en"><head><title>Doc</title></head><body>
-<nav><ul><li><a href="/">Home</a></li><li><a href="/blog">Blog</a></li></ul></nav>
+<div><ul><li><a href="/">Home</a></li><li><a href="/blog">Blog</a></li></ul></div>
 <main><article>
 <h1>Install <em>the</em> tool</h1>
 <p>Read the <a href="guide.html">guide</a> first, then run <code>pip install x_y</code>.</p>
@@ -25,12 +25,13 @@ make test</code></pre>
 <p>2024. A year; # not a heading; * not a list</p>
 <blockquote><p>Quoted words.</p></blockquote>
 </article></main>
-<footer><p>Copyright footer</p></footer>
+<div><p>Copyright footer</p></div>
 </body></html>"""
 
 
 def all_content() -> EngineParams:
-    # The page-level model off: a host's first page is kept whole (method cold), so every block is content.
+    # The page-level model off: a host's first page is kept whole (method cold), so every block is
+    # content (PAGE has no nav or footer element: their blocks leave the text on any page).
     return with_overrides(EngineParams(), ["pagelevel.enabled=false"])
 
 
@@ -43,7 +44,7 @@ def test_structure_is_kept_as_markdown() -> None:
     tokens = MarkdownIt("commonmark").enable("table").parse(md)
     kinds = [t.type for t in tokens]
     assert kinds.count("heading_open") == 2 and [t.tag for t in tokens if t.type == "heading_open"] == ["h1", "h2"]
-    assert "ordered_list_open" in kinds and kinds.count("bullet_list_open") == 2  # the nav and the nested list
+    assert "ordered_list_open" in kinds and kinds.count("bullet_list_open") == 2  # the menu and the nested list
     assert "table_open" in kinds and "blockquote_open" in kinds
     fence = next(t for t in tokens if t.type == "fence")
     assert fence.info == "sh" and fence.content.splitlines() == ["make setup", "--- ", "make test"]

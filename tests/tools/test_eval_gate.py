@@ -105,8 +105,9 @@ def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_h
     """`detemplate eval --loco` over every corpus: the parameters it chooses on all of them
     are the shipped ones (a change that moves the choice moves the default with it), and the
     held-out figures hold issue 14's floors: macro F1 and P of the multi-page corpora at
-    least 0.95, every corpus at least keeping all body text and its own floor."""
-    from detemplate.tools.evaluate import loco_corpora, run_eval
+    least 0.95, every corpus at least keeping all body text and its own floor, and no more
+    than 0.01 under trafilatura's F1 where the corpora's README gives it."""
+    from detemplate.tools.evaluate import find_anchors, loco_corpora, run_eval
     from detemplate.tools.loco import run_loco
 
     if not CORPORA.is_dir():
@@ -122,6 +123,8 @@ def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_h
         shipped = getattr(getattr(params, section), field)
         assert shipped == value, f"{name}: shipped {shipped}, chosen on all {len(names)} corpora {value}"
     held = replays.held_out(names)
+    anchors = find_anchors(folders)
+    assert anchors.get("chaos", {}).get("trafilatura"), "the corpora's README gives no trafilatura figures"
     for r in results:
         assert r.fulltext.f1 is not None and held[r.name].f1 >= r.fulltext.f1, (
             f"{r.name}: held out F1 {held[r.name].f1:.4f} below keeping all body text ({r.fulltext.f1:.4f})"
@@ -130,6 +133,10 @@ def test_the_shipped_defaults_are_the_held_out_choice_and_the_held_out_figures_h
         floor = FLOORS["floors"].get(r.name)
         assert floor is None or held[r.name].f1 >= floor - FLOORS["tolerance"], (
             f"{r.name}: held out F1 {held[r.name].f1:.4f} below its floor {floor:.2f}"
+        )
+        traf = anchors.get(r.name, {}).get("trafilatura", (None, None, None))[2]
+        assert traf is None or held[r.name].f1 >= traf - 0.01, (
+            f"{r.name}: held out F1 {held[r.name].f1:.4f} more than 0.01 under trafilatura's {traf:.3f}"
         )
     multi = [held[r.name] for r in results if r.multi_page]
     assert len(multi) >= 2

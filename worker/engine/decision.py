@@ -88,15 +88,19 @@ said: an element whose class names one (page/cues.py `F_COMMENTS`: "comments", "
 other stories, photo captions and the story's author, dates and bio are page-specific, so the
 table never removes them on a host's first pages, and the model, trained on a crawl's
 repetition, scores them as content; a dialog's text is not shown with the page at all. So
-does a block inside a form that does not hold the page's main text: a sign-up's, a poll's or
-a log-in's labels, options and notices are controls, not text to read (`_form_blocks`; a
-form around the whole page, ASP.NET's, holds the main text, or most of the page's text).
+does a block inside an element that HTML puts beside a page's content, when the element does
+not hold the page's main text: a form (a sign-up's, a poll's or a log-in's labels, options
+and notices are controls, not text to read), a navigation element (nav, menu) and a footer,
+the page's or an article's (who wrote it, its tags, its links onward, the site's notices)
+(`_beside_blocks`; a form around the whole page, ASP.NET's, holds the main text, or most of
+the page's text). An aside is not among them: docutils writes a page's footnotes as asides.
 
 Each block also gets its role: ``main`` (kept), ``template`` (the site's layout: removed
 for repetition, or by the model where nothing says it is page-specific), ``comments`` or
 ``related`` (in such a section), ``other`` (in a gallery, a byline, an author's bio, a
-dialog or a form), or, for other text the model removed that is new to the host
-(page-specific, not main content): ``related`` (mostly links) or ``other``.
+dialog or a form; a nav's or a footer's blocks are the site's: ``template``), or, for other
+text the model removed that is new to the host (page-specific, not main content):
+``related`` (mostly links) or ``other``.
 
 `decide_blocks` is a pure function of the ballot and the parameters: `detemplate eval`
 replays it over recorded ballots to choose parameters leave-one-corpus-out.
@@ -149,6 +153,17 @@ _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
 _IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM  # inside one of those (nav has menu's bit)
 _PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
+# The elements HTML puts beside a page's content, each with the bit it leaves on the nodes
+# inside it and the role of its blocks beside the main text (`_beside_blocks`): a form's are
+# the page's own controls; a navigation element and a footer are the site's layout.
+_BESIDE = (
+    ("form", F_IN_FORM, ROLE_OTHER),
+    ("nav", F_IN_NAV, ROLE_TEMPLATE),
+    ("menu", F_IN_NAV, ROLE_TEMPLATE),
+    ("footer", F_IN_FOOTER, ROLE_TEMPLATE),
+)
+_BESIDE_BITS = reduce(or_, (bit for _name, bit, _role in _BESIDE))
+_BESIDE_TAGS = {name: bit for name, bit, _role in _BESIDE}
 
 
 class BlockDecisions(NamedTuple):
@@ -656,19 +671,26 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     F_OTHER) and that does not hold the page's main text (page/tree.py `main_block`: an
     article whose element says it has comments is no comments section). The nearest such
     element names the role (a gallery's, a byline's, a bio's and a dialog's: other); a block
-    in a form beside the main text and in no such section has the role other
-    (`_form_blocks`)."""
+    in a form, a navigation element or a footer beside the main text and in no such section
+    has that element's role (`_beside_blocks`)."""
     if cues is None:
         return {}
     flags = cues.flags
     nodes = cues.node_of_block
-    flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
-    in_form = "form" in cues.tag
-    if not flagged and not in_form:
+    tags = cues.tag
+    flagged = []
+    beside = 0  # the bits of the elements beside the main text that the page's blocks are or lie in
+    for i, node in enumerate(nodes):
+        bits = flags[node]  # an element's own tag leaves its bit on the nodes inside it only
+        if bits & _ASIDE_BITS:
+            flagged.append(i)
+        beside |= bits | _BESIDE_TAGS.get(tags[node], 0)
+    beside &= _BESIDE_BITS
+    if not flagged and not beside:
         return {}
     main = nodes[main_block(cues)]
     parent, end = cues.parent, cues.end
-    out = _form_blocks(cues, main) if in_form else {}
+    out = _beside_blocks(cues, main, beside) if beside else {}
     for i in flagged:
         at = nodes[i]
         while at > 0:
@@ -682,33 +704,43 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     return out
 
 
-def _form_blocks(cues: PageTree, main: int) -> dict[int, str]:
-    """The blocks inside a form that does not hold the page's main text (node `main`), with
-    the role other: a form's labels, options and notices (a sign-up, a poll, a log-in) are
-    controls, not text to read. A form around the whole page (ASP.NET's) holds the main text
-    and leaves its blocks alone; so does a form that holds most of the page's text, whichever
-    block has the most plain text (a long footer outside such a form beside an article cut into
-    short paragraphs inside it). Forms are found by their tag, outermost first, and their
-    blocks as a range of the block list."""
+def _beside_blocks(cues: PageTree, main: int, beside: int) -> dict[int, str]:
+    """The blocks inside an element that HTML puts beside a page's content and that does not
+    hold the page's main text (node `main`), with the element's role (`_BESIDE`): a form's
+    labels, options and notices (a sign-up, a poll, a log-in) are controls, not text to read
+    (other); a navigation element's links and a footer's notices, the page's or an article's
+    (who wrote it, its tags, its links onward), are the site's layout (template). Such an
+    element around the whole page (ASP.NET's form) holds the main text and leaves its blocks
+    alone, and the elements inside it are looked at; so does one that holds most of the
+    page's text, whichever block has the most plain text (a long footer outside such a form
+    beside an article cut into short paragraphs inside it). Elements are found by their tag
+    (those whose bit `beside` has), outermost first, and their blocks as a range of the block
+    list."""
     tag, end, nodes, chars = cues.tag, cues.end, cues.node_of_block, cues.chars
     out: dict[int, str] = {}
     total = -1
-    at = 0
-    while True:
-        try:
-            form = tag.index("form", at)
-        except ValueError:
-            return out
-        at = end[form]  # a form inside this one is this one's
-        if form <= main < at:
+    for name, bit, role in _BESIDE:
+        if not beside & bit:
             continue
-        lo, hi = _blocks_in(nodes, form, at)
-        if lo == hi:
-            continue
-        if total < 0:
-            total = sum(chars)
-        if 2 * sum(chars[form:at]) <= total:
-            out.update(dict.fromkeys(range(lo, hi), ROLE_OTHER))
+        at = 0
+        while True:
+            try:
+                element = tag.index(name, at)
+            except ValueError:
+                break
+            at = end[element]  # one inside this one is this one's
+            if element <= main < at:
+                at = element + 1  # it holds the main text: the ones inside it may not
+                continue
+            lo, hi = _blocks_in(nodes, element, at)
+            if lo == hi:
+                continue
+            if total < 0:
+                total = sum(chars)
+            if 2 * sum(chars[element:at]) <= total:
+                for i in range(lo, hi):
+                    out.setdefault(i, role)
+    return out
 
 
 def block_decisions_python(

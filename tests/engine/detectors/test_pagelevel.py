@@ -19,7 +19,7 @@ from detemplate.engine.detectors.pagelevel import (
     load_model,
 )
 from detemplate.engine.errors import BadInputError, ConfigError
-from detemplate.engine.model import METHOD_PAGELEVEL, TEMPLATE
+from detemplate.engine.model import METHOD_MARKUP, METHOD_PAGELEVEL, TEMPLATE
 from detemplate.engine.page import parse, segment_tree, walk
 from detemplate.engine.page.cues import F_IN_A, F_IN_FOOTER, F_IN_NAV, F_THINT
 from detemplate.engine.params import EngineParams, PageLevelParams, RegionParams, SegmentParams
@@ -153,7 +153,10 @@ def test_disabled_model_leaves_the_table_alone() -> None:
     outcome = decide(make_page(html=PAGE), HostTable(params.table), params)
     assert outcome.clean is not None
     assert METHOD_PAGELEVEL not in {b.method for b in outcome.clean.blocks}
-    assert all(b.verdict != TEMPLATE for b in outcome.clean.blocks)
+    # Only the markup's nav and footer, beside the article, leave the text (engine/decision.py)
+    removed = [b for b in outcome.clean.blocks if b.verdict == TEMPLATE]
+    assert {b.method for b in removed} == {METHOD_MARKUP}
+    assert [b.text for b in removed] == ["Home", "About us", "Copyright 2024 Example"]
 
 
 def test_html_output_drops_model_template_text() -> None:
