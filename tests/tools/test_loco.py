@@ -149,3 +149,30 @@ def test_the_first_pages_are_replayed_at_the_warm_grids_index_guard(monkeypatch:
     monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.max_removed_share": (0.5, 0.8)})
     with pytest.raises(ValueError, match="max_removed_share"):
         loco.run_loco([], params)
+
+
+def test_eval_json_with_loco_is_one_json_document_with_the_held_out_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `eval --json --loco` printed the JSON, then the held-out table after it: no JSON reader
+    # could take the output. The held-out figures are now in the document, under "loco".
+    from detemplate.cli import main
+
+    monkeypatch.setattr(loco, "EVIDENCE", {"region.share": (0.8,)})
+    monkeypatch.setattr(loco, "COLD_GRID", {"pagelevel.threshold": (0.15, 0.9)})
+    monkeypatch.setattr(loco, "WARM_GRID", {"pagelevel.inner_threshold": (0.0, 1.0)})
+    folders = [corpus(tmp_path / f"c{i}", 10 * i + 1, layout) for i, layout in enumerate(["docs", "news"])]
+    assert main(["eval", *map(str, folders), "--loco", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # one document, nothing after it
+    params = EngineParams()
+    replays = loco.run_loco([recorded(f, params) for f in folders], params)
+    held = replays.held_out(["c0", "c1"])
+    assert set(doc["loco"]["held_out"]) == {"c0", "c1"}
+    for name, c in held.items():
+        figures = doc["loco"]["held_out"][name]
+        assert (figures["P"], figures["R"], figures["F1"]) == pytest.approx((c.precision, c.recall, c.f1))
+        assert figures["parameters"] == {n: v for part in (c.evidence, c.cold, c.warm) for n, v in part}
+    macro = doc["loco"]["summary"][0]
+    assert macro["corpora"] == 2 and macro["F1"] == pytest.approx((held["c0"].f1 + held["c1"].f1) / 2)
+    evidence, cold, warm = replays.choose(["c0", "c1"])
+    assert doc["loco"]["chosen"] == {n: v for part in (evidence, cold, warm) for n, v in part}

@@ -777,6 +777,46 @@ def loco_corpora(
     return out
 
 
+def _loco_macros(
+    results: Sequence[CorpusResult], held: dict[str, Any]
+) -> list[tuple[str, list[CorpusResult], tuple[float, float, float]]]:
+    """The macro groups of the held-out figures (all corpora; the multi-page ones), each with
+    its label, its corpora and its mean held-out P, R and F1."""
+    out = []
+    for label, group in (
+        (f"macro, all {len(results)} corpora", list(results)),
+        (f"macro, {sum(r.multi_page for r in results)} multi-page corpora", [r for r in results if r.multi_page]),
+    ):
+        if group:
+            k = len(group)
+            means = tuple(sum(getattr(held[r.name], f) for r in group) / k for f in ("precision", "recall", "f1"))
+            out.append((label, group, (means[0], means[1], means[2])))
+    return out
+
+
+def loco_dict(results: Sequence[CorpusResult], replays: Any) -> dict[str, Any]:
+    """The leave-one-corpus-out figures as `eval --json --loco` writes them: each corpus's
+    held-out P, R, F1 and the parameters chosen on the other corpora, the macros, and the
+    parameters chosen on all of them (the shipped defaults should be these)."""
+    names = [r.name for r in results]
+    held = replays.held_out(names)
+
+    def chosen(*settings: Any) -> dict[str, float]:
+        return {name: value for setting in settings for name, value in setting}
+
+    return {
+        "held_out": {
+            name: {"P": c.precision, "R": c.recall, "F1": c.f1, "parameters": chosen(c.evidence, c.cold, c.warm)}
+            for name, c in held.items()
+        },
+        "summary": [
+            {"label": label, "corpora": len(group), "P": p, "R": r, "F1": f}
+            for label, group, (p, r, f) in _loco_macros(results, held)
+        ],
+        "chosen": chosen(*replays.choose(names)),
+    }
+
+
 def format_loco(results: Sequence[CorpusResult], replays: Any, anchors: Anchors) -> str:
     """The leave-one-corpus-out table (tools/loco.py) beside this run's figures and the baselines."""
     names = [r.name for r in results]
@@ -799,17 +839,9 @@ def format_loco(results: Sequence[CorpusResult], replays: Any, anchors: Anchors)
             f"{_f(r.fulltext.f1):>6} {_f(traf):>6}  {', '.join(notes)}"
         )
     lines.append("-" * len(header))
-    for label, group in (
-        (f"macro, all {len(results)} corpora", results),
-        (f"macro, {sum(r.multi_page for r in results)} multi-page corpora", [r for r in results if r.multi_page]),
-    ):
-        if not group:
-            continue
+    for label, group, (loco_p, loco_r, loco_f) in _loco_macros(results, held):
         k = len(group)
         f1 = sum(r.scores.f1 or 0.0 for r in group) / k
-        loco_p = sum(held[r.name].precision for r in group) / k
-        loco_r = sum(held[r.name].recall for r in group) / k
-        loco_f = sum(held[r.name].f1 for r in group) / k
         full = sum(r.fulltext.f1 or 0.0 for r in group) / k
         lines.append(f"{label:<28} {f1:>6.3f} {loco_p:>6.3f} {loco_r:>6.3f} {loco_f:>6.3f} {full:>6.3f}")
     lines.append("")
@@ -850,6 +882,8 @@ def _handle(args: argparse.Namespace) -> int:
             "order": args.order,
             "seed": args.seed if args.order == "shuffled" else None,
         }
+        if replays is not None:
+            doc["loco"] = loco_dict(results, replays)
         print(json.dumps(doc, indent=1))
     else:
         print(format_table(results))
@@ -862,7 +896,7 @@ def _handle(args: argparse.Namespace) -> int:
         print(" pages/s: time in process_pages only, on a shared machine: noisy)")
         if order_note:
             print(f"(each corpus's pages {order_note}, not in its own order)")
-    if replays is not None:
+    if replays is not None and not args.json:
         print()
         print(format_loco(results, replays, anchors))
     if args.report is not None:
@@ -888,7 +922,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("corpus_dirs", nargs="+", metavar="CORPUS_DIR", help="a corpus folder")
     parser.add_argument("--report", type=Path, metavar="DIR", help="write report.md and an F1 chart (PNG) here")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument(
+        "--json", action="store_true",
+        help="print the results as JSON instead of a table (with --loco, the held-out figures too, under \"loco\")",
+    )
     parser.add_argument("--by-host", action="store_true", help="also print the scores of each host")
     parser.add_argument(
         "--loco",
