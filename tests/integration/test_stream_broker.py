@@ -140,13 +140,17 @@ def test_round_trip_equals_offline_run(cluster: Cluster) -> None:
         assert "glibc mmap threshold fixed" in cluster.log("w1")
 
 
+@pytest.mark.parametrize("hold_idle_s", [1.0, 8.0], ids=["under-the-stall-check", "over-it"])
 def test_first_pages_wait_for_their_second_and_a_lone_one_goes_out_when_its_partition_is_idle(
-    cluster: Cluster,
+    cluster: Cluster, hold_idle_s: float
 ) -> None:
     """A host's first page goes out with its second, decided with it, as `run` decides it; a host
-    with one page has it go out alone once its partition had no message for hold_idle_s."""
+    with one page has it go out alone once its partition had no message for hold_idle_s. Also
+    when hold_idle_s is over the stall check's STALL_S (5 s): the check used to count an idle
+    partition's look as its last message, so the lone page never went out (and, at the
+    defaults, both 5 s, it did not whenever the check ran first)."""
     pages = [*crawl(4, hosts=3), make_site("lone.example", 1, seed=9)[0].page]
-    cluster.settings = cluster.settings.with_overrides(hold_idle_s=1.0)
+    cluster.settings = cluster.settings.with_overrides(hold_idle_s=hold_idle_s)
     cluster.produce_pages(pages)
     cluster.start_worker("w1")
     urls = {p.url for p in pages}

@@ -213,6 +213,9 @@ class StreamWorker:
         self._last_sweep = time.monotonic()
         self._scan_s = 0.0  # how long the last sweep took to read the index entries and choose
         self._last_message: dict[TP, float] = {}  # when each partition last had a message handled
+        # When `_watch_stalls` last looked at each idle partition: its own clock, apart from
+        # `_last_message`, which says how long a partition has been idle (`_release_idle`).
+        self._stall_checked: dict[TP, float] = {}
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
         self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
         # Each partition's hosts' first pages waiting for their second (engine/firstpages.py),
@@ -335,6 +338,7 @@ class StreamWorker:
         self.progress.forget()
         self.start_offset.clear()
         self._last_message.clear()
+        self._stall_checked.clear()
         self._partitions.clear()
         self._assigned_at = time.monotonic()
         self.metrics.forget_partitions()
@@ -361,13 +365,18 @@ class StreamWorker:
         now = time.monotonic()
         consumer = self.app.consumer
         inbox = self.inbox
+        checked = self._stall_checked
         idle = [tp for tp in consumer.assignment() if tp.topic == self.settings.topic_raw
-                and now - self._last_message.get(tp, self._assigned_at) >= STALL_S
+                and now - max(self._last_message.get(tp, self._assigned_at), checked.get(tp, 0.0)) >= STALL_S
                 and not (inbox is not None and inbox.holds(tp))]
         if not idle:
             return
         for tp in idle:  # checked again after another STALL_S
-            self._last_message[tp] = now
+            # Not by moving the partition's last message: that is how long it has been idle,
+            # which releases its held first pages (`_release_idle`). Moved every STALL_S, it
+            # held a lone first page for ever whenever hold_idle_s was not under STALL_S (at
+            # the defaults, both 5 s, whenever this timer ran first in the second they met).
+            checked[tp] = now
         try:
             ends = await asyncio.wait_for(consumer.highwaters(*idle), timeout=STALL_S)
         except Exception as exc:  # the broker is away: the next round asks again
