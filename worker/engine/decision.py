@@ -153,17 +153,10 @@ _ASIDE_BITS = _SECTION_BITS | _IN_SECTION_BITS
 _NAVIGATION = frozenset(("nav", "menu", "aside", "footer", "form"))  # no content slot inside these
 _IN_NAVIGATION = F_IN_NAV | F_IN_FOOTER | F_IN_ASIDE | F_IN_FORM  # inside one of those (nav has menu's bit)
 _PAGE_TAGS = frozenset(("", "html", "body"))  # the page itself (and the root): nothing is beside the region there
-# The elements HTML puts beside a page's content, each with the bit it leaves on the nodes
-# inside it and the role of its blocks beside the main text (`_beside_blocks`): a form's are
-# the page's own controls; a navigation element and a footer are the site's layout.
-_BESIDE = (
-    ("form", F_IN_FORM, ROLE_OTHER),
-    ("nav", F_IN_NAV, ROLE_TEMPLATE),
-    ("menu", F_IN_NAV, ROLE_TEMPLATE),
-    ("footer", F_IN_FOOTER, ROLE_TEMPLATE),
-)
-_BESIDE_BITS = reduce(or_, (bit for _name, bit, _role in _BESIDE))
-_BESIDE_TAGS = {name: bit for name, bit, _role in _BESIDE}
+# The elements HTML puts beside a page's content, each with the role of its blocks beside the
+# main text (`_beside_blocks`): a form's are the page's own controls; a navigation element and
+# a footer are the site's layout.
+_BESIDE = (("form", ROLE_OTHER), ("nav", ROLE_TEMPLATE), ("menu", ROLE_TEMPLATE), ("footer", ROLE_TEMPLATE))
 
 
 class BlockDecisions(NamedTuple):
@@ -673,19 +666,13 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     element names the role (a gallery's, a byline's, a bio's and a dialog's: other); a block
     in a form, a navigation element or a footer beside the main text and in no such section
     has that element's role (`_beside_blocks`)."""
-    if cues is None:
+    if cues is None or not cues.node_of_block:
         return {}
     flags = cues.flags
     nodes = cues.node_of_block
+    flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
     tags = cues.tag
-    flagged = []
-    beside = 0  # the bits of the elements beside the main text that the page's blocks are or lie in
-    for i, node in enumerate(nodes):
-        bits = flags[node]  # an element's own tag leaves its bit on the nodes inside it only
-        if bits & _ASIDE_BITS:
-            flagged.append(i)
-        beside |= bits | _BESIDE_TAGS.get(tags[node], 0)
-    beside &= _BESIDE_BITS
+    beside = [(name, role) for name, role in _BESIDE if name in tags]  # the page has such an element
     if not flagged and not beside:
         return {}
     main = nodes[main_block(cues)]
@@ -704,24 +691,22 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     return out
 
 
-def _beside_blocks(cues: PageTree, main: int, beside: int) -> dict[int, str]:
+def _beside_blocks(cues: PageTree, main: int, beside: Sequence[tuple[str, str]]) -> dict[int, str]:
     """The blocks inside an element that HTML puts beside a page's content and that does not
-    hold the page's main text (node `main`), with the element's role (`_BESIDE`): a form's
-    labels, options and notices (a sign-up, a poll, a log-in) are controls, not text to read
-    (other); a navigation element's links and a footer's notices, the page's or an article's
-    (who wrote it, its tags, its links onward), are the site's layout (template). Such an
-    element around the whole page (ASP.NET's form) holds the main text and leaves its blocks
-    alone, and the elements inside it are looked at; so does one that holds most of the
-    page's text, whichever block has the most plain text (a long footer outside such a form
-    beside an article cut into short paragraphs inside it). Elements are found by their tag
-    (those whose bit `beside` has), outermost first, and their blocks as a range of the block
-    list."""
+    hold the page's main text (node `main`), with the element's role (`beside`: the names and
+    roles of `_BESIDE` whose elements the page has): a form's labels, options and notices (a
+    sign-up, a poll, a log-in) are controls, not text to read (other); a navigation element's
+    links and a footer's notices, the page's or an article's (who wrote it, its tags, its
+    links onward), are the site's layout (template). Such an element around the whole page
+    (ASP.NET's form) holds the main text and leaves its blocks alone, and the elements inside
+    it are looked at; so does one that holds most of the page's text, whichever block has the
+    most plain text (a long footer outside such a form beside an article cut into short
+    paragraphs inside it). Elements are found by their tag, outermost first, and their blocks
+    as a range of the block list."""
     tag, end, nodes, chars = cues.tag, cues.end, cues.node_of_block, cues.chars
     out: dict[int, str] = {}
     total = -1
-    for name, bit, role in _BESIDE:
-        if not beside & bit:
-            continue
+    for name, role in beside:
         at = 0
         while True:
             try:
