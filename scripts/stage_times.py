@@ -8,6 +8,8 @@ MemoryStore per corpus (stream order, as `detemplate bench`). The stages (and wi
 calls; the wrapper costs well under a microsecond a call. Printed: ms a page, the best
 pass (the least disturbed on a shared machine) and the median, plus the total (wall
 clock, and the process's CPU time, which other processes on a shared machine disturb less).
+The garbage collector's threshold and BLAS's threads are set as every command sets them
+(settings.tune_gc, tune_blas), so the stages are timed as `bench` and `run` run them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from detemplate import settings
 from detemplate.engine import pipeline
 from detemplate.engine.detectors import base, pagelets, pagelevel
 from detemplate.engine.page import compiled, guards
@@ -89,6 +92,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
+    settings.tune_gc()  # as every command does (cli.main): the collector's and BLAS's settings of `bench`
+    settings.tune_blas()
     from detemplate.engine.params import with_overrides
 
     params = with_overrides(EngineParams(), args.param)
