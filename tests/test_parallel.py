@@ -467,6 +467,10 @@ def test_ctrl_c_while_the_jobs_start_stops_every_job_they_start(crawl: Path, mon
     monkeypatch.setattr(parallel.Jobs, "_start_processes", held_at_the_gate)
     jobs = parallel.Jobs(spec, crawl.parent)
     processes = []
+    # Ctrl-C's KeyboardInterrupt even where this process ignores SIGINT (pytest run in the
+    # background of a shell, which starts it with SIGINT ignored): else the interrupt below
+    # never comes and `started` waits for ever.
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         jobs.start()
         processes = list(jobs.processes)
@@ -474,12 +478,17 @@ def test_ctrl_c_while_the_jobs_start_stops_every_job_they_start(crawl: Path, mon
             # Ctrl-C for the main thread while it waits on the starter (sent from a timer, so
             # that it interrupts the wait itself)
             threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
+            # A deadline: should no interrupt come, the starter goes on and the test fails, not hangs.
+            watchdog = threading.Timer(DEADLINE_SECONDS, gate.set)
+            watchdog.start()
             jobs.started()
+        watchdog.cancel()
         threading.Timer(0.3, gate.set).start()  # the starter goes on once `stop` waits for it
         jobs.stop()
         assert all(p.pid is not None for p in processes), "`stop` waited for the starter to start every job"
         assert not any(p.is_alive() for p in processes), "no job outlives `stop`"
     finally:
+        signal.signal(signal.SIGINT, handler)
         gate.set()
         finished.wait(DEADLINE_SECONDS)
         for p in processes:
