@@ -474,13 +474,13 @@ def test_ctrl_c_while_the_jobs_start_stops_every_job_they_start(crawl: Path, mon
     try:
         jobs.start()
         processes = list(jobs.processes)
+        # A deadline: should no interrupt come, the starter goes on and the test fails, not hangs.
+        watchdog = threading.Timer(DEADLINE_SECONDS, gate.set)
+        watchdog.start()
         with pytest.raises(KeyboardInterrupt):
             # Ctrl-C for the main thread while it waits on the starter (sent from a timer, so
             # that it interrupts the wait itself)
             threading.Timer(0.2, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT)).start()
-            # A deadline: should no interrupt come, the starter goes on and the test fails, not hangs.
-            watchdog = threading.Timer(DEADLINE_SECONDS, gate.set)
-            watchdog.start()
             jobs.started()
         watchdog.cancel()
         threading.Timer(0.3, gate.set).start()  # the starter goes on once `stop` waits for it
