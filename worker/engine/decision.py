@@ -671,8 +671,8 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     flags = cues.flags
     nodes = cues.node_of_block
     flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
-    tags = cues.tag
-    beside = [(name, role) for name, role in _BESIDE if name in tags]  # the page has such an element
+    present = set(cues.tag)  # one pass over the nodes, not one a name of _BESIDE
+    beside = [(name, role) for name, role in _BESIDE if name in present]  # the page has such an element
     if not flagged and not beside:
         return {}
     main = nodes[main_block(cues)]

@@ -798,22 +798,21 @@ def loco_dict(results: Sequence[CorpusResult], replays: Any) -> dict[str, Any]:
     """The leave-one-corpus-out figures as `eval --json --loco` writes them: each corpus's
     held-out P, R, F1 and the parameters chosen on the other corpora, the macros, and the
     parameters chosen on all of them (the shipped defaults should be these)."""
+    from .loco import Choice
+
     names = [r.name for r in results]
     held = replays.held_out(names)
-
-    def chosen(*settings: Any) -> dict[str, float]:
-        return {name: value for setting in settings for name, value in setting}
-
+    evidence, cold, warm = replays.choose(names)
     return {
         "held_out": {
-            name: {"P": c.precision, "R": c.recall, "F1": c.f1, "parameters": chosen(c.evidence, c.cold, c.warm)}
+            name: {"P": c.precision, "R": c.recall, "F1": c.f1, "parameters": c.parameters()}
             for name, c in held.items()
         },
         "summary": [
             {"label": label, "corpora": len(group), "P": p, "R": r, "F1": f}
             for label, group, (p, r, f) in _loco_macros(results, held)
         ],
-        "chosen": chosen(*replays.choose(names)),
+        "chosen": Choice(evidence, cold, warm, 0.0, 0.0, 0.0).parameters(),
     }
 
 

@@ -226,8 +226,12 @@ class Choice:
     recall: float
     f1: float
 
+    def parameters(self) -> dict[str, float]:
+        """Every replayed parameter's value in this setting, by name."""
+        return dict((*self.evidence, *self.cold, *self.warm))
+
     def describe(self) -> str:
-        return " ".join(f"{n}={v:g}" for n, v in (*self.evidence, *self.cold, *self.warm))
+        return " ".join(f"{n}={v:g}" for n, v in self.parameters().items())
 
 
 @dataclass(slots=True)
