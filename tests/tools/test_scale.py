@@ -67,6 +67,11 @@ def test_capacity_plan_follows_the_measured_costs() -> None:
         assert plan["partitions"] >= 4 * plan["workers"]
     slower = capacity_plan(3e9, 1e7, Measured(worker_cpu_ms_per_page=8.0))
     assert slower["workers"] > small["workers"]
+    # Written in the month: a delta a page, and the snapshots of hosts past K pages on top.
+    deltas_tb = 3e9 * m.delta_bytes / 1e12
+    assert deltas_tb < small["changelog_written_tb_month"] < deltas_tb + 3e9 * m.snapshot_bytes / 64 / 1e12
+    no_snapshots = capacity_plan(3e9, 1e7, Measured(snapshot_bytes=0.0, index_bytes=0.0))
+    assert no_snapshots["changelog_written_tb_month"] == round(deltas_tb, 2)
 
 
 def test_keep_leaves_the_working_folder_for_tracing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -433,7 +433,6 @@ class Measured:
     delta_bytes: float = 1048.0  # the same runs: a delta record, key and value (its value 1,008 on average)
     snapshot_bytes: float = 20_000.0  # a host's table serialised (9-56 KB measured on the corpora's sites)
     index_bytes: float = 100.0  # a host's index entry, key and value
-    changelog_bytes_per_page: float = 1050.0  # written (before compaction): the same runs
     restore_records_per_s: float = 1900.0  # Faust reading a changelog into RocksDB (bench-scale: 1,870-9,500)
     # SIGKILL to pages again with a standby (6 s session): 11.2-11.3 s from 1,000 to 100,000
     # hosts (at 100,000, 510,000 records a partition written, about the plan's partitions).
@@ -465,6 +464,9 @@ def capacity_plan(pages_month: float, hosts_month: float, m: Measured, snapshot_
     snaps = (n >= snapshot_every).astype(float) + (n >= k2)
     records = np.minimum(n, k2) + snaps + 1
     state = np.minimum(n, k2) * m.delta_bytes + snaps * m.snapshot_bytes + m.index_bytes
+    # Written in the month, before compaction: a delta a page, a snapshot every K-th page of a
+    # host, and the index entry with its first page and each snapshot.
+    written = n * m.delta_bytes + np.floor(n / snapshot_every) * (m.snapshot_bytes + m.index_bytes) + m.index_bytes
     rate = pages_month / (30 * 86400)
     cores = rate * peak * m.worker_cpu_ms_per_page / 1000 * headroom
     workers = int(np.ceil(cores))
@@ -483,7 +485,7 @@ def capacity_plan(pages_month: float, hosts_month: float, m: Measured, snapshot_
         "state_gb": round(state_total / 1e9, 1), "state_bytes_per_host": round(state_total / hosts_month),
         "state_gb_per_partition": round(state_total / partitions / 1e9, 2),
         "changelog_records_compacted": round(records_total), "changelog_written_tb_month":
-            round(pages_month * m.changelog_bytes_per_page / 1e12, 2),
+            round(float(written.mean()) * hosts_month / 1e12, 2),
         "restore_s_per_partition": round(restore_s), "failover_standby_s": m.failover_standby_s,
         "failover_no_standby_s": round(m.failover_overhead_s + restore_s),
     }
