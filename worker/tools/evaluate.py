@@ -798,11 +798,10 @@ def loco_dict(results: Sequence[CorpusResult], replays: Any) -> dict[str, Any]:
     """The leave-one-corpus-out figures as `eval --json --loco` writes them: each corpus's
     held-out P, R, F1 and the parameters chosen on the other corpora, the macros, and the
     parameters chosen on all of them (the shipped defaults should be these)."""
-    from .loco import Choice
+    from .loco import flat_parameters
 
     names = [r.name for r in results]
     held = replays.held_out(names)
-    evidence, cold, warm = replays.choose(names)
     return {
         "held_out": {
             name: {"P": c.precision, "R": c.recall, "F1": c.f1, "parameters": c.parameters()}
@@ -812,7 +811,7 @@ def loco_dict(results: Sequence[CorpusResult], replays: Any) -> dict[str, Any]:
             {"label": label, "corpora": len(group), "P": p, "R": r, "F1": f}
             for label, group, (p, r, f) in _loco_macros(results, held)
         ],
-        "chosen": Choice(evidence, cold, warm, 0.0, 0.0, 0.0).parameters(),
+        "chosen": flat_parameters(*replays.choose(names)),
     }
 
 
@@ -847,11 +846,10 @@ def format_loco(results: Sequence[CorpusResult], replays: Any, anchors: Anchors)
     lines.append("Parameters chosen with each corpus held out:")
     for r in results:
         lines.append(f"  {r.name:<28} {held[r.name].describe()}")
-    evidence, cold, warm = replays.choose(names)
-    from .loco import Choice
+    from .loco import describe_parameters, flat_parameters
 
     lines.append(f"Chosen on all {len(names)} corpora (the shipped defaults should be these):")
-    lines.append("  " + Choice(evidence, cold, warm, 0.0, 0.0, 0.0).describe())
+    lines.append("  " + describe_parameters(flat_parameters(*replays.choose(names))))
     return "\n".join(lines)
 
 

@@ -215,6 +215,15 @@ def replay(records: Sequence[PageRecord], params: EngineParams, grid: list[Setti
     return out
 
 
+def flat_parameters(evidence: Setting, cold: Setting, warm: Setting) -> dict[str, float]:
+    """Every replayed parameter's value in a setting (as `Replays.choose` gives it), by name."""
+    return dict((*evidence, *cold, *warm))
+
+
+def describe_parameters(parameters: dict[str, float]) -> str:
+    return " ".join(f"{n}={v:g}" for n, v in parameters.items())
+
+
 @dataclass(slots=True)
 class Choice:
     """A setting of every replayed parameter, and what it scores on one corpus."""
@@ -228,10 +237,10 @@ class Choice:
 
     def parameters(self) -> dict[str, float]:
         """Every replayed parameter's value in this setting, by name."""
-        return dict((*self.evidence, *self.cold, *self.warm))
+        return flat_parameters(self.evidence, self.cold, self.warm)
 
     def describe(self) -> str:
-        return " ".join(f"{n}={v:g}" for n, v in self.parameters().items())
+        return describe_parameters(self.parameters())
 
 
 @dataclass(slots=True)
