@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -127,3 +129,38 @@ def test_a_blas_thread_count_the_user_set_is_the_one_used() -> None:
     environ = {}
     assert settings.tune_blas(environ) == 1
     assert blas.threads() == 1 and environ == {"OPENBLAS_NUM_THREADS": "1"}
+
+
+# In a fresh interpreter (OpenBLAS starts its threads when numpy loads): the process' threads
+# after one BLAS thread is set, then in a forked child that sets it again, as a job of
+# `run --jobs` does, and runs a product.
+BLAS_THREADS_PROBE = """
+import os, numpy
+from detemplate import blas
+def threads():
+    return len(os.listdir("/proc/self/task"))
+loaded = threads()
+blas.set_threads(1)
+one = threads()
+pid = os.fork()
+if pid == 0:
+    blas.set_threads(1)
+    product = numpy.ones((300, 300)) @ numpy.ones((300, 300))
+    print(loaded, one, threads(), int(product[0, 0]), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@needs_openblas
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not os.path.isdir("/proc/self/task"),
+                    reason="OpenBLAS starts no thread of its own on one core; Linux's /proc counts them")
+def test_one_blas_thread_stops_the_librarys_idle_threads_in_the_process_and_its_forked_jobs() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", BLAS_THREADS_PROBE], capture_output=True, text=True, env=env,
+                         check=True)
+    loaded, one, child, product = map(int, out.stdout.split())
+    assert loaded > 1  # numpy's load started OpenBLAS's threads (they spin before they sleep)
+    # Set to one thread they are stopped; a forked job setting it again starts none, and its
+    # products still run (on the calling thread).
+    assert (one, child, product) == (1, 1, 300)
