@@ -67,6 +67,7 @@ from ..state.changelog import (
     index_key,
 )
 from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choose_expired, expired_event
+from . import heap
 from .commits import Position, Progress, SafeCommitTransport
 from .inbox import Batch, Inbox
 from .metrics import Metrics
@@ -273,6 +274,7 @@ class StreamWorker:
         app.timer(1.0)(self._update_metrics)
         app.timer(1.0)(self._watch_stalls)
         app.timer(1.0)(self._release_idle)
+        app.timer(heap.TRIM_EVERY_S)(self._trim_heap)
         app.task(self._on_start)
 
     async def _on_start(self) -> None:
@@ -416,6 +418,11 @@ class StreamWorker:
                 continue
             if hw is not None and nxt is not None:
                 m.set_consumer_lag(tp.partition, int(hw) - nxt)
+
+    async def _trim_heap(self) -> None:
+        """The heap's free pages back to the system (stream/heap.py): what a flushed memtable
+        left among small allocations, and a fetch's buffers beyond the ones kept for the next."""
+        heap.trim_heap()
 
     async def _log_stats(self) -> None:
         if self.stats == self._logged:

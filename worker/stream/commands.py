@@ -184,7 +184,7 @@ def _worker(args: argparse.Namespace) -> int:
     import faust
 
     from .app import build_app
-    from .heap import MMAP_THRESHOLD, bound_large_blocks
+    from .heap import MMAP_THRESHOLD, TRIM_EVERY_S, tune_heap
 
     app, logic = build_app(settings, settings.engine_params())
     segment = logic.params.segment
@@ -196,9 +196,9 @@ def _worker(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"detemplate worker: {exc}", file=sys.stderr)
             return 2
-    if bound_large_blocks():  # before RocksDB allocates its first memtable: see stream/heap.py
-        logger.info("malloc: blocks of %d bytes or more mapped on their own (glibc mmap threshold fixed)",
-                    MMAP_THRESHOLD)
+    if tune_heap():  # before the first fetch and memtable: see stream/heap.py
+        logger.info("malloc: blocks under %d bytes from the heap, its free pages given back every %.0f s "
+                    "(glibc thresholds fixed)", MMAP_THRESHOLD, TRIM_EVERY_S)
     logger.info("worker: broker=%s security=%s group=%s data_dir=%s tansu=%s page_walk=%s", settings.broker,
                 settings.security_protocol, settings.app_id, settings.data_dir, settings.tansu, page.status())
     worker = faust.Worker(app, loglevel="DEBUG" if args.verbose else "INFO", quiet=True)
