@@ -14,9 +14,10 @@ other here:
   every memtable block in a mapping of its own, and stopped that.
 - But the Kafka client's blocks of a MB and more (each fetch response, of up to
   `max_fetch_bytes` a partition; the produce requests) were then mapped and unmapped every
-  time: the kernel mapped and zeroed about 40 fresh pages for every page the worker decided
-  on ../shared/crawl, 0.08-0.13 ms of CPU a page (docs/measurements.md, "The worker's heap
-  and its page faults").
+  time: the kernel mapped and zeroed about 40 fresh memory pages for every page the worker
+  decided on ../shared/crawl, 0.06 ms of CPU a page there and 0.03 ms on the small pages of
+  site-antsr-pkgdown (medians of alternated `bench-stream` runs; docs/measurements.md, "The
+  worker's heap and its page faults").
 
 So the threshold is fixed at glibc's largest (`tune_heap`: blocks under 32 MB come from the
 heap, freed ones are reused, and the heap keeps up to 64 MB free at its top, glibc's own
