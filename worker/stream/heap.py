@@ -37,6 +37,7 @@ is left as it is, and then the heap is not trimmed either.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 from typing import Any
@@ -55,9 +56,10 @@ def operator_set() -> bool:
     )
 
 
-def _libc() -> Any:
-    """glibc, or None (another C library, or the operator's own setting)."""
-    if operator_set() or platform.libc_ver()[0] != "glibc":
+@functools.cache
+def _glibc() -> Any:
+    """This process' glibc with mallopt and malloc_trim declared (looked up once), or None."""
+    if platform.libc_ver()[0] != "glibc":
         return None
     try:
         libc = ctypes.CDLL(None)
@@ -66,6 +68,11 @@ def _libc() -> Any:
     except (OSError, AttributeError):
         return None
     return libc
+
+
+def _libc() -> Any:
+    """glibc, or None (another C library, or the operator's own setting)."""
+    return None if operator_set() else _glibc()
 
 
 def tune_heap(mmap_threshold: int = MMAP_THRESHOLD, trim_threshold: int = TRIM_THRESHOLD) -> bool:
