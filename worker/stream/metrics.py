@@ -48,7 +48,8 @@ Metric names (all prefixed ``detemplate_``; counters get Prometheus' ``_total``)
     tables_capped_total             pages after which a host's table was bounded (max_table_entries)
     hosts_in_store, state_bytes     hosts and bytes of state in this worker's partitions (each sweep)
     page_latency_seconds            histogram: decide time per page
-    decide_cpu_seconds_total        CPU time in decide (the engine's share of process_cpu_seconds_total)
+    decide_cpu_seconds_total        CPU time in decide, freeing a decided page included (the engine's
+                                    share of process_cpu_seconds_total)
     template_share_ratio            template chars / all chars over the last N clean pages
     hosts_in_state                  hosts with a live table on this worker
     segments_in_state               table entries over those tables (segment and pagelet keys)
@@ -217,7 +218,8 @@ class Metrics:
             self._add_share(chars, tchars)
 
     def add_decide_cpu(self, cpu_seconds: float) -> None:
-        """CPU in the engine besides a page's own decision (a held first page decided again)."""
+        """CPU in the engine besides a page's own decision (a held first page decided again, a
+        decided page's objects freed)."""
         self.decide_cpu.inc(cpu_seconds)
 
     def published_clean(self, omitted: tuple[str, ...] = ()) -> None:
