@@ -52,3 +52,13 @@ def test_the_offline_pass_refuses_a_record_that_does_not_decode() -> None:
     page = make_site("a.example", 1, seed=1)[0].page
     with pytest.raises(ValueError, match="does not decode"):
         offline_pass([dataclasses.replace(page, url="not a url")], EngineParams())
+
+
+def test_bench_stream_says_so_when_its_corpus_holds_no_pages(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A folder with no HTML files (its pages in JSONL beside it, say) is an error that names the
+    input, before any broker starts; it was a ValueError from max() of nothing."""
+    from detemplate.cli import main
+
+    (tmp_path / "pages.jsonl").write_text("")
+    assert main(["bench-stream", "--corpus", str(tmp_path), "--no-recovery"]) == 2
+    assert f"no pages in {tmp_path}" in capsys.readouterr().err

@@ -82,6 +82,8 @@ def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = 
     for p in base:
         by_host["merged" if one_host else p.host].append(p)
     streams = []
+    if not by_host:
+        return Corpus([], [])
     names = []
     for i in range(hosts):
         for host, pages in by_host.items():
@@ -286,6 +288,10 @@ def _main(args: argparse.Namespace) -> int:
 
     corpus_paths = args.corpus or [DEFAULT_CORPUS]
     corpus = load_corpus(corpus_paths, args.hosts, args.rounds, args.one_host)
+    if not corpus.pages:
+        print(f"detemplate bench-stream: no pages in {', '.join(corpus_paths)} (give WARC or JSONL files, or "
+              "folders of HTML files)", file=sys.stderr)
+        return 2
     pages = corpus.pages
     n = len(pages)
     params = EngineParams()
