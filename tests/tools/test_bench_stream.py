@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 from detemplate.engine.firstpages import process_pages
@@ -54,7 +55,7 @@ def test_the_offline_pass_refuses_a_record_that_does_not_decode() -> None:
         offline_pass([dataclasses.replace(page, url="not a url")], EngineParams())
 
 
-def test_bench_stream_says_so_when_its_corpus_holds_no_pages(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bench_stream_says_so_when_its_corpus_has_no_pages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A folder with no HTML files (its pages in JSONL beside it, say) is an error that names the
     input, before any broker starts; it was a ValueError from max() of nothing."""
     from detemplate.cli import main

@@ -603,7 +603,7 @@ class StreamWorker:
         # The page, its parse tree, walk, ballot and outcome are freed here (unless a held first
         # page keeps them), and that is counted as the engine's CPU, as `run` counts it: its
         # engine loop frees each page's before it takes the next. Left to the return, it went
-        # into the worker's own costs (0.019 ms a page on small pages, docs/measurements.md).
+        # into the worker's own costs (0.019 ms a page on small pages, docs/stream.md).
         c0 = time.thread_time()
         del page, outcome, _ballot, walked, events
         self.metrics.add_decide_cpu(time.thread_time() - c0)

@@ -81,9 +81,9 @@ def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = 
     by_host: dict[str, list[RawPage]] = defaultdict(list)
     for p in base:
         by_host["merged" if one_host else p.host].append(p)
-    streams = []
     if not by_host:
         return Corpus([], [])
+    streams = []
     names = []
     for i in range(hosts):
         for host, pages in by_host.items():
