@@ -81,8 +81,6 @@ def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = 
     by_host: dict[str, list[RawPage]] = defaultdict(list)
     for p in base:
         by_host["merged" if one_host else p.host].append(p)
-    if not by_host:
-        return Corpus([], [])
     streams = []
     names = []
     for i in range(hosts):
@@ -95,7 +93,7 @@ def load_corpus(paths: Sequence[str], hosts: int, rounds: int, one_host: bool = 
                 seq.extend(RawPage(p.url + suffix, p.html, name, p.source) for p in pages)
             streams.append(seq)
     # A crawl interleaves hosts: round-robin over them.
-    out = [s[j] for j in range(max(len(s) for s in streams)) for s in streams if j < len(s)]
+    out = [s[j] for j in range(max((len(s) for s in streams), default=0)) for s in streams if j < len(s)]
     return Corpus(out, names)
 
 
