@@ -198,6 +198,22 @@ def test_the_walks_agree_at_the_limits(html: str, params: SegmentParams) -> None
 
 
 @needs_fast
+def test_class_and_id_looked_up_again_are_what_the_python_walk_reads() -> None:
+    # The compiled walk keeps each class and id pair's hints and layout form by the hash of
+    # its bytes: a pair met again (on the same page, on the next) reads the same, and the
+    # body's entry (no layout form) is its own.
+    pairs = [
+        ' class="nav menu-active" id="top"', ' class="nav menu-active"', ' id="top"', ' class="" id=""',
+        ' class="x" class="y" id="a" id="b"', ' class="related-posts"', ' class="caf\u00e9 \u00fcber" id="m\u00e9"',
+        " class", ' id="' + "i" * 600 + '"',
+    ]
+    body = "".join(f"<div{pair}><p>text of {i}</p></div>" for i, pair in enumerate(pairs))
+    for attrs in ("", pairs[0], pairs[1]):
+        for _ in range(2):
+            assert_same(f"<html><body{attrs}><div{attrs}>{body}</div>{body}</body></html>")
+
+
+@needs_fast
 def test_whitespace_is_what_python_splits_on() -> None:
     from detemplate.engine.page import _walk  # type: ignore[attr-defined]
 

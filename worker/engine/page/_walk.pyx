@@ -265,6 +265,10 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
 
 
 cdef array.array _DOUBLES = array.array("d")
+cdef tuple _NO_CLASS_ID = (0, b"")  # a layout element without class or id: no hints, no layout form
+cdef enum:
+    CLASS_IDS_MAX = 1 << 17  # entries of a walker's class and id cache (cues.HINTS_MAX)
+    CLASS_ID_MAX_BYTES = 512  # longer class and id pairs are not kept (cues.HINTS_MAX_CHARS, in bytes)
 
 
 cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize_t at, const char *needle,
@@ -392,6 +396,12 @@ cdef class Walker:
     cdef object has_word  # cues.has_word
     cdef object layout_classes  # cues.layout_classes
     cdef dict classes_cache  # cues.LAYOUT_CLASSES
+    # A layout element's class and id as their bytes' XXH3 (class, NUL, id) -> (hint bits, the
+    # layout form of its classes in UTF-8): what `hints` and `layout_classes` give for the
+    # decoded pair, without decoding it again on every page. Bounded as cues.HINTS is.
+    cdef dict class_ids
+    cdef unsigned char *cbuf  # class, NUL, id: the bytes hashed
+    cdef Py_ssize_t ccap
 
     # One walk's state.
     cdef bint cues
@@ -436,6 +446,8 @@ cdef class Walker:
         self.key_cap = 0
         self.lbuf = NULL
         self.lcap = 0
+        self.cbuf = NULL
+        self.ccap = 0
         self.run_buf = NULL
         self.run_cap = 0
         self.piece_at = NULL
@@ -454,6 +466,7 @@ cdef class Walker:
         free(self.piece_len)
         free(self.piece_anchor)
         free(self.piece_edges)
+        free(self.cbuf)
 
     def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
                  hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
@@ -481,6 +494,7 @@ cdef class Walker:
         self.has_word = has_word
         self.layout_classes = layout_classes
         self.classes_cache = classes_cache
+        self.class_ids = {}
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
         if len(packed) > 256:
             raise ValueError("too many stopwords")
@@ -540,6 +554,63 @@ cdef class Walker:
                 return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
             attr = _next_attr(attr)
         return None
+
+    cdef tuple _class_id(self, void *element, bint body):
+        """The hint bits and layout form (UTF-8) of a layout element's class and id: (0, b"")
+        without either; else as `hints` and `layout_classes` give them for the decoded pair
+        (a body's classes have no layout form), looked up by the bytes' hash."""
+        cdef void *attr = _first_attr(element)
+        cdef size_t length = 0, cls_len = 0, id_len = 0
+        cdef const unsigned char *name
+        cdef const unsigned char *cls = NULL
+        cdef const unsigned char *ident = NULL
+        cdef bint has_cls = False, has_id = False
+        while attr != NULL and not (has_cls and has_id):
+            name = _attr_name(attr, &length)
+            if name != NULL:
+                # The first of each, as `_attr` finds it (a value of NULL reads as empty).
+                if not has_cls and length == 5 and memcmp(name, b"class", 5) == 0:
+                    has_cls = True
+                    cls = _attr_value(attr, &cls_len)
+                    if cls == NULL:
+                        cls_len = 0
+                elif not has_id and length == 2 and memcmp(name, b"id", 2) == 0:
+                    has_id = True
+                    ident = _attr_value(attr, &id_len)
+                    if ident == NULL:
+                        id_len = 0
+            attr = _next_attr(attr)
+        if cls_len == 0 and id_len == 0:
+            return _NO_CLASS_ID
+        cdef Py_ssize_t n = cls_len + 2 + id_len
+        _grow(&self.cbuf, &self.ccap, n)
+        if cls_len:
+            memcpy(self.cbuf, cls, cls_len)
+        self.cbuf[cls_len] = 0
+        if id_len:
+            memcpy(self.cbuf + cls_len + 1, ident, id_len)
+        self.cbuf[n - 1] = 1 if body else 0  # a body's entry has no layout form
+        key = self._hash(self.cbuf, n)
+        entry = self.class_ids.get(key)
+        if entry is not None:
+            return <tuple>entry
+        decoded_cls = PyUnicode_DecodeUTF8(<const char *>cls, cls_len, "replace") if cls_len else ""
+        decoded_id = PyUnicode_DecodeUTF8(<const char *>ident, id_len, "replace") if id_len else ""
+        pair = (decoded_cls, decoded_id)
+        bits = self.hints_cache.get(pair)
+        if bits is None:
+            bits = self.hints(pair)
+        form = ""
+        if decoded_cls and not body:
+            form = self.classes_cache.get(decoded_cls)
+            if form is None:
+                form = self.layout_classes(decoded_cls)
+        entry = (bits, (<str>form).encode())
+        if n <= CLASS_ID_MAX_BYTES:
+            if len(self.class_ids) >= CLASS_IDS_MAX:
+                self.class_ids.clear()
+            self.class_ids[key] = entry
+        return entry
 
     cdef int _piece(self, const unsigned char *text, Py_ssize_t m, int edges, long anchor) except -1:
         """Add one text node's normalised text (m bytes; m may be 0 for white space) to the open run."""
@@ -761,16 +832,11 @@ cdef class Walker:
         memcpy(self.buf + path_len + 1, <const char *>info.utf8, n)
         return path_len + 1 + n
 
-    cdef int _layout(self, Py_ssize_t lpath_len, _Tag info, object cls) except -1:
+    cdef int _layout(self, Py_ssize_t lpath_len, _Tag info, bytes utf8) except -1:
         """A layout element's keys (keys.layout_key): its layout key (the enclosing block's layout
-        path in lbuf[1:lpath_len] and its own tag) and its container key (with its classes);
-        leaves its layout path in lbuf and returns its length."""
+        path in lbuf[1:lpath_len] and its own tag) and its container key (with its classes'
+        layout form, `utf8`); leaves its layout path in lbuf and returns its length."""
         cdef Py_ssize_t n = len(info.utf8), m
-        # The body's classes name the page's type, not its layout (see page/python.py).
-        form = self.classes_cache.get(cls) if cls and info.name != "body" else ""
-        if form is None:
-            form = self.layout_classes(cls)
-        utf8 = (<str>form).encode()
         m = len(utf8)
         _grow(&self.lbuf, &self.lcap, lpath_len + 1 + n + m)
         self.lbuf[lpath_len] = 47  # "/"
@@ -827,14 +893,10 @@ cdef class Walker:
                 continue
             child_len = self._child_path(path_len, info)
             own = 0
-            cls = None
+            form = b""
             if info.kind == BLOCK and self.cues:
-                cls = self._attr(child, b"class", 5) or ""
-                ident = self._attr(child, b"id", 2) or ""
-                if cls or ident:
-                    pair = (cls, ident)
-                    cached = self.hints_cache.get(pair)
-                    own = cached if cached is not None else self.hints(pair)
+                # The body's classes name the page's type, not its layout (see page/python.py).
+                own, form = self._class_id(child, info.name == "body")
             inner = inh | (own << 2) | info.bits
             if info.kind == BLOCK:
                 self._flush()  # a nested layout element ends the enclosing block's run
@@ -850,7 +912,7 @@ cdef class Walker:
                 PyList_Append(self.links, 0)
                 PyList_Append(self.ends, target + 1)
                 PyList_Append(self.segments, [])
-                child_lpath = self._layout(lpath_len, info, cls) if self.cues else 0
+                child_lpath = self._layout(lpath_len, info, form) if self.cues else 0
                 if _next(first) == NULL and _tag_id(first) == TEXT_ID:
                     # A leaf block: no visit, so no depth check (as the Python walk does).
                     n = self._add_text(first, target, child_len, None, child_anchor)
