@@ -267,8 +267,11 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
 cdef array.array _DOUBLES = array.array("d")
 cdef tuple _NO_CLASS_ID = (0, b"")  # a layout element without class or id: no hints, no layout form
 cdef enum:
-    CLASS_IDS_MAX = 1 << 17  # entries of a walker's class and id cache (cues.HINTS_MAX)
-    CLASS_ID_MAX_BYTES = 512  # longer class and id pairs are not kept (cues.HINTS_MAX_CHARS, in bytes)
+    # A walker's class and id cache: as many entries as cues.HINTS_MAX, and only pairs of at
+    # most cues.HINTS_MAX_CHARS bytes, so its entries (a key, a tuple, a layout form no longer
+    # than the pair) take about 50 MB at most.
+    CLASS_IDS_MAX = 1 << 17
+    CLASS_ID_MAX_BYTES = 256
 
 
 cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize_t at, const char *needle,
@@ -398,7 +401,7 @@ cdef class Walker:
     cdef dict classes_cache  # cues.LAYOUT_CLASSES
     # A layout element's class and id as their bytes' XXH3 (class, NUL, id) -> (hint bits, the
     # layout form of its classes in UTF-8): what `hints` and `layout_classes` give for the
-    # decoded pair, without decoding it again on every page. Bounded as cues.HINTS is.
+    # decoded pair, without decoding it again on every page. Bounded (CLASS_IDS_MAX).
     cdef dict class_ids
     cdef unsigned char *cbuf  # class, NUL, id: the bytes hashed
     cdef Py_ssize_t ccap
