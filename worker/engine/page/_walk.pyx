@@ -265,6 +265,26 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
 
 
 cdef array.array _DOUBLES = array.array("d")
+cdef const unsigned char *_attr_bytes(void *element, const char *wanted, size_t wanted_len,
+                                      size_t *length) noexcept nogil:
+    """The value of the element's first attribute named `wanted` (its bytes, `length` of them),
+    or NULL (`length` 0) when it has none, or one without a value."""
+    cdef void *attr = _first_attr(element)
+    cdef size_t n = 0
+    cdef const unsigned char *name
+    cdef const unsigned char *value
+    length[0] = 0
+    while attr != NULL:
+        name = _attr_name(attr, &n)
+        if name != NULL and n == wanted_len and memcmp(name, wanted, n) == 0:
+            value = _attr_value(attr, &n)
+            if value != NULL:
+                length[0] = n
+            return value
+        attr = _next_attr(attr)
+    return NULL
+
+
 cdef tuple _NO_CLASS_ID = (0, b"")  # a layout element without class or id: no hints, no layout form
 cdef enum:
     # A walker's class and id cache: as many entries as cues.HINTS_MAX, and only pairs of at
@@ -544,45 +564,19 @@ cdef class Walker:
 
     cdef object _attr(self, void *element, const char *wanted, size_t wanted_len):
         """An attribute's value (str, U+FFFD for bad bytes), or None when it is absent."""
-        cdef void *attr = _first_attr(element)
         cdef size_t length = 0
-        cdef const unsigned char *name
-        cdef const unsigned char *value
-        while attr != NULL:
-            name = _attr_name(attr, &length)
-            if name != NULL and length == wanted_len and memcmp(name, wanted, length) == 0:
-                value = _attr_value(attr, &length)
-                if value == NULL:
-                    return None
-                return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
-            attr = _next_attr(attr)
-        return None
+        cdef const unsigned char *value = _attr_bytes(element, wanted, wanted_len, &length)
+        if value == NULL:
+            return None
+        return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
 
     cdef tuple _class_id(self, void *element, bint body):
         """The hint bits and layout form (UTF-8) of a layout element's class and id: (0, b"")
         without either; else as `hints` and `layout_classes` give them for the decoded pair
         (a body's classes have no layout form), looked up by the bytes' hash."""
-        cdef void *attr = _first_attr(element)
-        cdef size_t length = 0, cls_len = 0, id_len = 0
-        cdef const unsigned char *name
-        cdef const unsigned char *cls = NULL
-        cdef const unsigned char *ident = NULL
-        cdef bint has_cls = False, has_id = False
-        while attr != NULL and not (has_cls and has_id):
-            name = _attr_name(attr, &length)
-            if name != NULL:
-                # The first of each, as `_attr` finds it (a value of NULL reads as empty).
-                if not has_cls and length == 5 and memcmp(name, b"class", 5) == 0:
-                    has_cls = True
-                    cls = _attr_value(attr, &cls_len)
-                    if cls == NULL:
-                        cls_len = 0
-                elif not has_id and length == 2 and memcmp(name, b"id", 2) == 0:
-                    has_id = True
-                    ident = _attr_value(attr, &id_len)
-                    if ident == NULL:
-                        id_len = 0
-            attr = _next_attr(attr)
+        cdef size_t cls_len = 0, id_len = 0
+        cdef const unsigned char *cls = _attr_bytes(element, b"class", 5, &cls_len)
+        cdef const unsigned char *ident = _attr_bytes(element, b"id", 2, &id_len)
         if cls_len == 0 and id_len == 0:
             return _NO_CLASS_ID
         cdef Py_ssize_t n = cls_len + 2 + id_len
