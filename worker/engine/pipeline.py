@@ -166,8 +166,12 @@ def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: 
 
 def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> PageKeys:
     """Stage 2: each detector's per-page state, and the keys the page adds to the host's table."""
-    kernel = compiled.kernel("segment_keys")
-    segments = SegmentKeys(*(segment_keys_python(walked.blocks) if kernel is None else kernel(walked.blocks)))
+    cues = walked.cues
+    if cues is not None and cues.keys is not None:  # the compiled walk's
+        segments = SegmentKeys(*cues.keys)
+    else:
+        kernel = compiled.kernel("segment_keys")
+        segments = SegmentKeys(*(segment_keys_python(walked.blocks) if kernel is None else kernel(walked.blocks)))
     contributions = tuple([d.prepare(walked, segments, table, params) for d in DETECTORS])
     parts: list[Sequence[int]] = [c.keys for c in contributions if c is not None and c.keys]
     if not parts:

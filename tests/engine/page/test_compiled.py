@@ -29,7 +29,7 @@ from detemplate.engine.detectors.pagelevel import (
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
-from detemplate.engine.page.tree import PageTree, node_columns, text_stats
+from detemplate.engine.page.tree import PageTree, main_block, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
 from detemplate.engine.pipeline import block_verdicts_python, kept_text_python, segment_keys_python
 from detemplate.tools.samples import LAYOUTS, make_site
@@ -113,8 +113,12 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
                 assert mod.content_region(
                     got_tree.node_of_block, novel, got_tree.chars, got_tree.achars, got_tree.end, share
                 ) == content_region_python(expected_tree, novel, share)
-        # The page's segment keys.
+        # The page's segment keys, by the kernel and as the walk hands them over (the same
+        # int objects as its segments': the table holds those), and its main block.
         assert mod.segment_keys(blocks) == segment_keys_python(blocks)
+        assert got_tree.keys == segment_keys_python(blocks)
+        assert {id(key) for key in got_tree.keys[0]} <= {id(seg.key) for block in blocks for seg in block.segments}
+        assert got_tree.main == (main_block(expected_tree) if blocks else -1)
         # The clusters' path keys, and the table's new keys (every other segment key held).
         assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
         held = {seg.key: 1 for block in blocks for seg in block.segments[1::2]}

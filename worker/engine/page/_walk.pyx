@@ -17,7 +17,7 @@ with the Python one on a probe page and uses it only if they agree.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append
-from cpython.long cimport PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
+from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -392,6 +392,49 @@ cdef class _Tag:
     cdef int bits
     cdef bint line        # an inline element that ends a line of text (cues.LINE_TAGS)
     cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
+
+
+
+cdef struct _KeyRef:
+    unsigned long long key
+    PyObject *obj
+
+
+cdef int _by_key(const void *a, const void *b) noexcept nogil:
+    cdef unsigned long long x = (<const _KeyRef *>a).key, y = (<const _KeyRef *>b).key
+    return (x > y) - (x < y)
+
+
+cdef tuple _distinct_keys(list segments):
+    """The page's distinct segment keys, sorted and as a set (pipeline.py
+    `segment_keys_python` of its blocks), from the walk's segments of each node: the keys'
+    own int objects sorted by value in C, where `sorted` compares Python ints of three
+    digits. Every key is an XXH3-64, an int of 0 to 2**64 - 1."""
+    cdef Py_ssize_t total = 0, k = 0, i
+    for segs in segments:
+        total += len(<list>segs)
+    cdef _KeyRef *refs = <_KeyRef *>malloc((total + 1) * sizeof(_KeyRef))
+    if refs == NULL:
+        raise MemoryError()
+    cdef list out = []
+    cdef set distinct = set()
+    try:
+        for segs in segments:
+            for seg in <list>segs:
+                key = (<tuple>seg)[0]
+                refs[k].key = PyLong_AsUnsignedLongLong(key)
+                refs[k].obj = <PyObject *>key
+                k += 1
+        qsort(refs, total, sizeof(_KeyRef), _by_key)
+        for i in range(total):
+            if i and refs[i].key == refs[i - 1].key:
+                continue
+            key = <object>refs[i].obj
+            out.append(key)
+            distinct.add(key)
+    finally:
+        free(refs)
+    return out, distinct
 
 
 cdef class Walker:
@@ -1081,8 +1124,18 @@ cdef class Walker:
             row[7] = <Py_ssize_t>depth[i]
             row[8] = <long>flags[i]
             row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
+        # The main text (tree.py `main_block`): the block with the most plain (non-link)
+        # characters, the first of equals; -1 (asked later) on a page without blocks.
+        cdef Py_ssize_t main = -1, plain, most = -1
+        for k in range(len(node_of_block)):
+            i = <Py_ssize_t>node_of_block[k]
+            plain = <Py_ssize_t>chars[i] - <Py_ssize_t>achars[i]
+            if plain > most:
+                most = plain
+                main = k
         return (blocks, node_of_block, parent, tags, depth, start, chars, achars, seg_counts, node_links, flags,
-                texts, ends, self.layout, self.container, stats, columns)
+                texts, ends, self.layout, self.container, stats, columns, main,
+                _distinct_keys(segments) if _xxh3 != NULL else None)
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
         """cues.TextStats for one node's direct text (its segments joined by spaces).

@@ -43,7 +43,7 @@ from ..params import SegmentParams
 from . import cues
 from .abi import ABI
 from .python import walk_python
-from .tree import PageTree, node_columns, text_stats
+from .tree import PageTree, main_block, node_columns, text_stats
 
 _PROBE_TEXT = "detemplate probe: the text of one text node, 57 bytes."
 
@@ -172,6 +172,13 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
         return "its node columns differ from the Python ones on the probe page"
     if not np.array_equal(text_stats(fast_tree), text_stats(python_tree)):
         return "its text statistics differ from the Python ones on the probe page"
+    if fast_tree.keys is not None and (
+        fast_tree.keys[0] != sorted(fast_tree.keys[1])
+        or fast_tree.keys[1] != {seg[0] for block in python_tree.blocks for seg in block[1]}
+    ):
+        return "its segment keys differ from the Python walk's blocks' on the probe page"
+    if fast_tree.main != main_block(python_tree):
+        return "its main block differs from the Python one on the probe page"
     if fast.walk(root.mem_id, params.max_depth, params.max_nodes, False) != python_tree.blocks:
         return "its blocks differ from the Python walk's on the probe page"
     return ""

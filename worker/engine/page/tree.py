@@ -57,9 +57,12 @@ class PageTree:
     container: list[int]
     stats: Any = None  # the compiled walk's text statistics (TEXT_COLUMNS per node), else computed here
     columns: Any = None  # the compiled walk's NODE_COLUMNS per node, else made from the lists
-    # `main_block`'s answer once asked (-1 before): the model, the aside sections and a first
-    # page's index guard each ask for it.
+    # `main_block`'s answer: given by the compiled walk, else once asked (-1 before); the
+    # model, the aside sections and a first page's index guard each ask for it.
     main: int = field(default=-1, compare=False, repr=False)
+    # The page's distinct segment keys, sorted and as a set, where the compiled walk gave
+    # them (engine/pipeline.py `page_keys`; None: made there from the blocks).
+    keys: Any = field(default=None, compare=False, repr=False)
 
 
 
