@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from detemplate.engine.detectors import clusters, pagelets
+from detemplate.engine.detectors import clusters, layout, pagelets
 from detemplate.engine.detectors.base import tally_python
 from detemplate.engine.detectors.layout import checked_region, content_region, content_region_python, region_kernel
 from detemplate.engine.detectors.pagelevel import (
@@ -142,8 +142,8 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
 @needs_fast
 def test_the_walks_agree_on_generated_sites() -> None:
     pages = 0
-    for n, layout in enumerate(LAYOUTS):
-        for site_page in make_site(f"s{n}.example", 6, seed=n, layout=layout, redesign=3):
+    for n, site_layout in enumerate(LAYOUTS):
+        for site_page in make_site(f"s{n}.example", 6, seed=n, layout=site_layout, redesign=3):
             assert_same(site_page.page.html)
             pages += 1
     assert pages == 6 * len(LAYOUTS)
@@ -427,6 +427,60 @@ def test_a_region_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_region(object()) is None
     assert checked_region(None) is None
     assert region_kernel() is mod
+
+
+_SITE_PATHS = [_SITE_TREE.layout[node] for node in _SITE_TREE.node_of_block]
+
+
+@needs_fast
+@settings(max_examples=200, deadline=None)
+@given(
+    novel=st.lists(st.integers(min_value=0, max_value=3), min_size=len(_SITE_TREE.blocks),
+                   max_size=len(_SITE_TREE.blocks)),
+    region=st.integers(min_value=0, max_value=len(_SITE_TREE.parent) - 1),
+    seed=st.integers(min_value=0, max_value=1000),
+)
+def test_the_compiled_layout_keys_and_shares_agree_with_python(novel: list[int], region: int, seed: int) -> None:
+    tree, mod = _SITE_TREE, compiled.module()
+    found = layout.layout_keys_python(tree, _SITE_PATHS, novel, region)
+    assert mod.layout_keys(
+        _SITE_PATHS, novel, tree.parent, tree.container, tree.end, region, layout._NEW_TEXT_SALT,
+        layout._CONTAINER_SALT, layout._PAGES, layout._KEEP, layout.TAG,
+    ) == found
+    keys, seen, fresh, chain, enclosing = found
+    assert keys == sorted(set(keys)) and layout._PAGES in keys
+    assert len(keys) == len({*seen.values(), *enclosing, layout._PAGES}) + len(
+        {path for path, n in zip(_SITE_PATHS, novel, strict=True) if n}
+    )
+    # The DFs of the page's keys (the pages' the largest), and the table's of the others.
+    pages = 20 + seed % 7
+    dfs = [1 + (seed * (i + 3)) % pages for i in range(len(keys))]
+    dfs[keys.index(layout._PAGES)] = pages
+    table_df = {key: (seed + i) % 5 for i, key in enumerate(fresh.values())}.__getitem__
+    mine = layout.LayoutPage(keys, _SITE_PATHS, novel, seen, fresh, chain, enclosing, layout._PAGES, None)
+    got = mod.layout_shares(keys, dfs, _SITE_PATHS, seen, fresh, enclosing, layout._PAGES, table_df)
+    assert got == layout.layout_shares_python(mine, dfs, table_df)
+    assert len(got[1]) == len(got[2]) == len(_SITE_PATHS)
+
+
+@needs_fast
+def test_a_layout_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        layout_keys = staticmethod(mod.layout_keys)
+
+        @staticmethod
+        def layout_shares(keys, dfs, paths, seen, fresh, enclosing, pages_key, table_df):  # type: ignore[no-untyped-def]
+            shares, novelty, presence, pages = mod.layout_shares(
+                keys, dfs, paths, seen, fresh, enclosing, pages_key, table_df
+            )
+            return shares, novelty, presence[::-1], pages  # the blocks' presence out of order
+
+    assert layout.checked_layout(mod) is mod
+    assert layout.checked_layout(Off) is None
+    assert layout.checked_layout(None) is None
+    assert layout.layout_kernel() is mod
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:

@@ -27,6 +27,7 @@ own table, and hands them to the decision (engine/decision.py):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
@@ -173,22 +174,16 @@ class Layout:
             novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
             return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
         new_keys = table.missing(segments.keys)
-        if new_keys:
-            novel = count_chars(page.blocks, new_keys)[1]
-            fresh_paths = {path for path, n in zip(paths, novel, strict=True) if n}
-        else:
-            novel = [0] * len(paths)
-            fresh_paths = set()
-        seen: dict[int, int] = {}
-        fresh: dict[int, int] = {}
-        for path in set(paths):
-            seen[path], fresh[path] = _path_keys(path)
-        chain = [content_region(cues, novel, params.region.share)]
-        parent = cues.parent
-        while parent[chain[-1]] >= 0:
-            chain.append(parent[chain[-1]])
-        enclosing = [_container_key(_nth_container(cues, node)) for node in chain]
-        keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
+        novel = count_chars(page.blocks, new_keys)[1] if new_keys else [0] * len(paths)
+        region = content_region(cues, novel, params.region.share)
+        kernel = layout_kernel()
+        if kernel is None:
+            keys, seen, fresh, chain, enclosing = layout_keys_python(cues, paths, novel, region)
+        else:  # the same keys, compiled (page/_walk.pyx layout_keys)
+            keys, seen, fresh, chain, enclosing = kernel.layout_keys(
+                paths, novel, cues.parent, cues.container, cues.end, region, _NEW_TEXT_SALT, _CONTAINER_SALT, _PAGES,
+                _KEEP, TAG,
+            )
         return LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, table)
 
     def vote(self, mine: LayoutPage, dfs: list[int], ballot: Ballot) -> None:
@@ -197,25 +192,64 @@ class Layout:
         if table is None:
             ballot.region = (mine.chain, [1.0])
             return
-        df = dict(zip(mine.keys, dfs, strict=True))
-        pages = df[mine.pages]
-        ballot.region = (mine.chain, [df[key] / pages for key in mine.enclosing])
-        novelty: dict[int, float] = {}
-        presence: dict[int, float] = {}
-        for path, key in mine.seen.items():
-            fresh = mine.fresh[path]
-            new_df = df.get(fresh)
-            if new_df is None:  # no new text at the path on this page: its count so far
-                new_df = table.df(fresh)
-            seen = df[key]
-            novelty[path] = new_df / seen
-            presence[path] = seen / pages
-        ballot.novelty = [novelty[path] for path in mine.paths]
-        ballot.presence = [presence[path] for path in mine.paths]
+        kernel = layout_kernel()
+        if kernel is None:
+            shares, novelty, presence, pages = layout_shares_python(mine, dfs, table.df)
+        else:  # the same shares, compiled (page/_walk.pyx layout_shares)
+            shares, novelty, presence, pages = kernel.layout_shares(
+                mine.keys, dfs, mine.paths, mine.seen, mine.fresh, mine.enclosing, mine.pages, table.df
+            )
+        ballot.region = (mine.chain, shares)
+        ballot.novelty = novelty
+        ballot.presence = presence
         ballot.layout_pages = pages
 
 
 LAYOUT = Layout()
+
+
+def layout_shares_python(
+    mine: LayoutPage, dfs: list[int], table_df: Callable[[int], int]
+) -> tuple[list[float], list[float], list[float], int]:
+    """A warm page's layout evidence from the DFs of its keys (the reference for
+    page/_walk.pyx `layout_shares`): the share of the host's pages on which each element of
+    the region's chain enclosed the region, each block's path's novelty and presence, and
+    the pages counted. `table_df`: the DF of a key the page did not add (a path without new
+    text on this page: its new-text count so far)."""
+    df = dict(zip(mine.keys, dfs, strict=True))
+    pages = df[mine.pages]
+    shares = [df[key] / pages for key in mine.enclosing]
+    novelty: dict[int, float] = {}
+    presence: dict[int, float] = {}
+    for path, key in mine.seen.items():
+        fresh = mine.fresh[path]
+        new_df = df.get(fresh)
+        if new_df is None:
+            new_df = table_df(fresh)
+        seen = df[key]
+        novelty[path] = new_df / seen
+        presence[path] = seen / pages
+    return shares, [novelty[path] for path in mine.paths], [presence[path] for path in mine.paths], pages
+
+
+def layout_keys_python(
+    cues: PageTree, paths: list[int], novel: list[int], region: int
+) -> tuple[list[int], dict[int, int], dict[int, int], list[int], list[int]]:
+    """A warm page's layout keys (the reference for page/_walk.pyx `layout_keys`): the keys
+    the page adds (sorted), each distinct layout path's seen and new-text keys, the region's
+    chain of enclosing nodes (deepest first) and their container keys."""
+    seen: dict[int, int] = {}
+    fresh: dict[int, int] = {}
+    for path in set(paths):
+        seen[path], fresh[path] = _path_keys(path)
+    fresh_paths = {path for path, n in zip(paths, novel, strict=True) if n}
+    chain = [region]
+    parent = cues.parent
+    while parent[chain[-1]] >= 0:
+        chain.append(parent[chain[-1]])
+    enclosing = [_container_key(_nth_container(cues, node)) for node in chain]
+    keys = sorted({*seen.values(), *[fresh[path] for path in fresh_paths], *enclosing, _PAGES})
+    return keys, seen, fresh, chain, enclosing
 
 
 def checked_region(mod: Any) -> Any:
@@ -239,3 +273,40 @@ def region_kernel() -> Any:
     """The extension module where its `content_region` is in use, else None; chosen once,
     on first use, with the page walk."""
     return compiled.checked(checked_region)
+
+
+def checked_layout(mod: Any) -> Any:
+    """`mod` when its `layout_keys` and `layout_shares` give `layout_keys_python`'s and
+    `layout_shares_python`'s results on the probe page (page/compiled.py PROBE_PAGE) for
+    several sets of new text, regions and DFs, else None."""
+    return compiled.agreeing(mod, ("layout_keys", "layout_shares"), _layout_agrees)
+
+
+def _layout_agrees(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    paths = [probe.layout[node] for node in probe.node_of_block]
+    chars = [sum([seg[2] for seg in block[1]]) for block in probe.blocks]
+    for novel in (chars, [c if i % 3 else 0 for i, c in enumerate(chars)], [0] * len(chars)):
+        for region in {0, *probe.node_of_block, len(probe.parent) - 1}:
+            found = layout_keys_python(probe, paths, novel, region)
+            if mod.layout_keys(
+                paths, novel, probe.parent, probe.container, probe.end, region, _NEW_TEXT_SALT, _CONTAINER_SALT,
+                _PAGES, _KEEP, TAG,
+            ) != found:
+                return False
+            keys, seen, fresh, chain, enclosing = found
+            mine = LayoutPage(keys, paths, novel, seen, fresh, chain, enclosing, _PAGES, None)
+            dfs = [7 + i % 5 for i in range(len(keys))]  # each at most the pages' 7 + 4 ...
+            dfs[keys.index(_PAGES)] = 11  # ... and the pages' count
+            table_df = {key: i % 4 for i, key in enumerate(fresh.values())}.__getitem__
+            if mod.layout_shares(keys, dfs, paths, seen, fresh, enclosing, _PAGES, table_df) != layout_shares_python(
+                mine, dfs, table_df
+            ):
+                return False
+    return True
+
+
+def layout_kernel() -> Any:
+    """The extension module where its `layout_keys` and `layout_shares` are in use, else None; chosen once, on
+    first use, with the page walk."""
+    return compiled.checked(checked_layout)

@@ -1725,6 +1725,138 @@ def segment_keys(list blocks):
     return sorted(distinct), distinct
 
 
+# -- a warm page's layout keys ------------------------------------------------------------------
+
+cdef inline unsigned long long _tagged(unsigned long long x, unsigned long long keep, unsigned long long tag) noexcept nogil:
+    """detectors/layout.py `tagged_key` of x (the value XORed with its salt already)."""
+    x ^= x >> 30
+    x *= 0xBF58476D1CE4E5B9ULL
+    x ^= x >> 27
+    x *= 0x94D049BB133111EBULL
+    x ^= x >> 31
+    return (x & keep) | tag
+
+
+cdef int _by_value(const void *a, const void *b) noexcept nogil:
+    cdef unsigned long long x = (<const unsigned long long *>a)[0], y = (<const unsigned long long *>b)[0]
+    return (x > y) - (x < y)
+
+
+def layout_keys(list paths, list novel, list parent, list container, list end, Py_ssize_t region,
+                unsigned long long new_text_salt, unsigned long long container_salt, unsigned long long pages_key,
+                unsigned long long keep, unsigned long long tag):
+    """detectors/layout.py `layout_keys_python`: a warm page's layout keys (sorted), each
+    distinct path's seen and new-text keys, the region's chain and its container keys."""
+    cdef Py_ssize_t n = len(paths), i, node, child, nth, count = 0, m = 0
+    cdef unsigned long long key, value
+    cdef dict seen = {}
+    cdef dict fresh = {}
+    cdef list chain = [region]
+    cdef list enclosing = []
+    cdef list keys = []
+    node = region
+    while <Py_ssize_t>parent[node] >= 0:
+        node = <Py_ssize_t>parent[node]
+        chain.append(node)
+    # Every key the page adds: a distinct path's seen key, a path's new-text key (where a
+    # block at it has new text), the chain's container keys and the pages' key.
+    cdef unsigned long long *out = <unsigned long long *>malloc((2 * n + len(chain) + 1) * sizeof(unsigned long long))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            path = paths[i]
+            mine = seen.get(path)
+            if mine is None:
+                key = PyLong_AsUnsignedLongLong(path)
+                seen[path] = PyLong_FromUnsignedLongLong(_tagged(key, keep, tag))
+                value = _tagged(key ^ new_text_salt, keep, tag)
+                fresh[path] = PyLong_FromUnsignedLongLong(value)
+                out[count] = _tagged(key, keep, tag)
+                count += 1
+            else:
+                value = PyLong_AsUnsignedLongLong(fresh[path])
+            if <Py_ssize_t>novel[i] != 0:
+                out[count] = value
+                count += 1
+        for node in chain:  # _container_key(_nth_container(...))
+            key = PyLong_AsUnsignedLongLong(container[node])
+            nth = 0
+            if <Py_ssize_t>parent[node] >= 0:
+                child = <Py_ssize_t>parent[node] + 1
+                while child < node:
+                    if PyLong_AsUnsignedLongLong(container[child]) == key:
+                        nth += 1
+                    child = <Py_ssize_t>end[child]
+            if nth:
+                key ^= <unsigned long long>nth * 0x9E3779B97F4A7C15ULL
+            value = _tagged(key ^ container_salt, keep, tag)
+            enclosing.append(PyLong_FromUnsignedLongLong(value))
+            out[count] = value
+            count += 1
+        out[count] = pages_key
+        count += 1
+        qsort(out, count, sizeof(unsigned long long), _by_value)
+        for i in range(count):
+            if i and out[i] == out[i - 1]:
+                continue
+            keys.append(PyLong_FromUnsignedLongLong(out[i]))
+    finally:
+        free(out)
+    return keys, seen, fresh, chain, enclosing
+
+
+cdef Py_ssize_t _find(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
+    """The index of x in the ascending a[:n], or -1."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and a[lo] == x else -1
+
+
+def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list enclosing, pages_key, table_df):
+    """detectors/layout.py `layout_shares_python`: the region chain's shares, each block's
+    path's novelty and presence, and the pages counted, from the DFs of the page's `keys`
+    (ascending) and `table_df` for the new-text keys the page did not add."""
+    cdef Py_ssize_t n = len(keys), i, at
+    cdef long long pages, new_df, seen_df
+    cdef unsigned long long *values = <unsigned long long *>malloc((n + 1) * sizeof(unsigned long long))
+    if values == NULL:
+        raise MemoryError()
+    cdef list shares = []
+    cdef dict novelty = {}
+    cdef dict presence = {}
+    try:
+        for i in range(n):
+            values[i] = PyLong_AsUnsignedLongLong(keys[i])
+        at = _find(values, n, PyLong_AsUnsignedLongLong(pages_key))
+        if at < 0:
+            raise KeyError(pages_key)
+        pages = <long long>dfs[at]
+        for key in enclosing:
+            at = _find(values, n, PyLong_AsUnsignedLongLong(key))
+            if at < 0:
+                raise KeyError(key)
+            shares.append(<double><long long>dfs[at] / <double>pages)
+        for path, key in seen.items():
+            fresh_key = fresh[path]
+            at = _find(values, n, PyLong_AsUnsignedLongLong(fresh_key))
+            new_df = <long long>dfs[at] if at >= 0 else <long long>table_df(fresh_key)
+            at = _find(values, n, PyLong_AsUnsignedLongLong(key))
+            if at < 0:
+                raise KeyError(key)
+            seen_df = <long long>dfs[at]
+            novelty[path] = <double>new_df / <double>seen_df
+            presence[path] = <double>seen_df / <double>pages
+    finally:
+        free(values)
+    return shares, [novelty[path] for path in paths], [presence[path] for path in paths], pages
+
+
 # -- the table's new keys --------------------------------------------------------------------
 
 def missing(dict entries, keys):
