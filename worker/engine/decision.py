@@ -113,15 +113,17 @@ import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from functools import reduce
 from operator import and_, or_
 from typing import Any, NamedTuple
 
 import numpy as np
+from selectolax.lexbor import LexborHTMLParser
 
 from .detectors.base import Ballot
 from .model import METHOD_COLD, METHOD_MARKUP, METHOD_PAGELET, METHOD_PAGELEVEL, METHOD_TABLE, Segment
-from .page import compiled
+from .page import compiled, walk
 from .page.cues import (
     F_COMMENTS,
     F_IN_ASIDE,
@@ -138,7 +140,7 @@ from .page.cues import (
     F_THINT,
 )
 from .page.tree import PageTree, main_block
-from .params import EngineParams, PageLevelParams
+from .params import EngineParams, PageLevelParams, SegmentParams
 
 ROLE_MAIN = "main"
 ROLE_TEMPLATE = "template"
@@ -668,6 +670,25 @@ def aside_blocks(cues: PageTree | None) -> dict[int, str]:
     has that element's role (`_beside_blocks`)."""
     if cues is None or not cues.node_of_block:
         return {}
+    kernel = aside_kernel()
+    if kernel is None:
+        return aside_blocks_python(cues)
+    # The same steps, compiled (page/_walk.pyx aside_blocks)
+    found: dict[int, str] = kernel.aside_blocks(
+        cues.flags, cues.node_of_block, cues.tag, cues.parent, cues.end, cues.chars,
+        cues.node_of_block[main_block(cues)], *_ASIDE_CONSTANTS,
+    )
+    return found
+
+
+_ASIDE_CONSTANTS = (
+    _ASIDE_BITS, _SECTION_BITS, _IN_SECTION_BITS, F_COMMENTS, F_RELATED, ROLE_COMMENTS, ROLE_RELATED, ROLE_OTHER,
+    _BESIDE,
+)
+
+
+def aside_blocks_python(cues: PageTree) -> dict[int, str]:
+    """`aside_blocks` of a page with blocks (the reference for page/_walk.pyx `aside_blocks`)."""
     flags = cues.flags
     nodes = cues.node_of_block
     flagged = [i for i, node in enumerate(nodes) if flags[node] & _ASIDE_BITS]
@@ -726,6 +747,33 @@ def _beside_blocks(cues: PageTree, main: int, beside: Sequence[tuple[str, str]])
                 for i in range(lo, hi):
                     out.setdefault(i, role)
     return out
+
+
+def aside_kernel() -> Any:
+    """The extension module where its `aside_blocks` is in use, else None; chosen once, on
+    first use, with the page walk."""
+    return compiled.checked(checked_aside)
+
+
+def checked_aside(mod: Any) -> Any:
+    """`mod` when its `aside_blocks` gives `aside_blocks_python`'s blocks on the probe page
+    (page/compiled.py PROBE_PAGE; its nav, form, footer and comments section), with each
+    node taken for the main text and with the sections' bits moved, else None."""
+    return compiled.agreeing(mod, ("aside_blocks",), _aside_agrees)
+
+
+def _aside_agrees(mod: Any) -> bool:
+    probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
+    found_any = False
+    for flags in (probe.flags, [f | (F_IN_RELATED if i % 5 == 1 else 0) for i, f in enumerate(probe.flags)]):
+        for main in range(len(probe.node_of_block)):
+            tree = replace(probe, flags=flags, main=main)
+            found = aside_blocks_python(tree)
+            found_any = found_any or bool(found)
+            if mod.aside_blocks(flags, tree.node_of_block, tree.tag, tree.parent, tree.end, tree.chars,
+                                tree.node_of_block[main], *_ASIDE_CONSTANTS) != found:
+                return False
+    return found_any
 
 
 def block_decisions_python(

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from detemplate.engine import decision
 from detemplate.engine.detectors import clusters, layout, pagelets
 from detemplate.engine.detectors.base import tally_python
 from detemplate.engine.detectors.layout import checked_region, content_region, content_region_python, region_kernel
@@ -29,6 +30,7 @@ from detemplate.engine.detectors.pagelevel import (
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, segment_tree, walk, walk_python
+from detemplate.engine.page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED
 from detemplate.engine.page.tree import PageTree, main_block, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
 from detemplate.engine.pipeline import block_verdicts_python, kept_text_python, segment_keys_python
@@ -481,6 +483,46 @@ def test_a_layout_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert layout.checked_layout(Off) is None
     assert layout.checked_layout(None) is None
     assert layout.layout_kernel() is mod
+
+
+_ASIDE_SITE = walk(LexborHTMLParser(make_site("a.example", 2, layout="blog")[1].page.html), PARAMS)
+
+
+@needs_fast
+@settings(max_examples=200, deadline=None)
+@given(
+    main=st.integers(min_value=0, max_value=len(_ASIDE_SITE.blocks) - 1),
+    marks=st.lists(st.sampled_from((0, F_COMMENTS, F_RELATED, F_OTHER, F_IN_COMMENTS, F_IN_RELATED, F_IN_OTHER)),
+                   min_size=len(_ASIDE_SITE.parent), max_size=len(_ASIDE_SITE.parent)),
+    beside=st.lists(st.sampled_from(("form", "nav", "footer", "ul", "li", "p")), max_size=4),
+)
+def test_the_compiled_aside_blocks_agree_with_python(main: int, marks: list[int], beside: list[str]) -> None:
+    """Each block as the main text, sections named anywhere, any elements beside the content."""
+    tree = replace(_ASIDE_SITE, flags=[f | m for f, m in zip(_ASIDE_SITE.flags, marks, strict=True)], main=main)
+    constants = (*decision._ASIDE_CONSTANTS[:-1], tuple((name, f"role-{name}") for name in beside))
+    got = compiled.module().aside_blocks(tree.flags, tree.node_of_block, tree.tag, tree.parent, tree.end, tree.chars,
+                                         tree.node_of_block[main], *constants)
+    original = decision._BESIDE
+    try:
+        decision._BESIDE = constants[-1]
+        assert got == decision.aside_blocks_python(tree)
+    finally:
+        decision._BESIDE = original
+
+
+@needs_fast
+def test_an_aside_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
+    mod = compiled.module()
+
+    class Off:
+        @staticmethod
+        def aside_blocks(*args):  # type: ignore[no-untyped-def]
+            return {i: "other" for i in mod.aside_blocks(*args)}  # every role "other"
+
+    assert decision.checked_aside(mod) is mod
+    assert decision.checked_aside(Off) is None
+    assert decision.checked_aside(None) is None
+    assert decision.aside_kernel() is mod
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:

@@ -1857,6 +1857,75 @@ def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list e
     return shares, [novelty[path] for path in paths], [presence[path] for path in paths], pages
 
 
+# -- the sections beside the main text ---------------------------------------------------------
+
+def aside_blocks(list flags, list nodes, list tag, list parent, list end, list chars, Py_ssize_t main,
+                 long aside_bits, long section_bits, long in_section_bits, long f_comments, long f_related,
+                 role_comments, role_related, role_other, tuple beside):
+    """engine/decision.py `aside_blocks_python` (with `_beside_blocks`): the blocks in a
+    section beside the main text (node `main`), with the section's role."""
+    cdef dict out = {}
+    cdef Py_ssize_t nb = len(nodes), n = len(tag), i, at, element, stop, lo, hi, k
+    cdef long bits
+    cdef long long total = -1, inside
+    for pair in beside:  # _beside_blocks: the elements HTML puts beside the content, outermost first
+        name = <str>(<tuple>pair)[0]
+        role = (<tuple>pair)[1]
+        at = 0
+        while True:
+            element = -1
+            for k in range(at, n):
+                if <str>tag[k] == name:
+                    element = k
+                    break
+            if element < 0:
+                break
+            at = <Py_ssize_t>end[element]  # one inside this one is this one's
+            if element <= main < at:
+                at = element + 1  # it holds the main text: the ones inside it may not
+                continue
+            lo = _bisect_nodes(nodes, nb, element)
+            hi = _bisect_nodes(nodes, nb, at)
+            if lo == hi:
+                continue
+            if total < 0:
+                total = 0
+                for k in range(n):
+                    total += <long long>chars[k]
+            inside = 0
+            for k in range(element, at):
+                inside += <long long>chars[k]
+            if 2 * inside <= total:
+                for i in range(lo, hi):
+                    if i not in out:
+                        out[i] = role
+    for i in range(nb):  # a section named by an element's classes, nearest first
+        at = <Py_ssize_t>nodes[i]
+        if not (<long>flags[at] & aside_bits):
+            continue
+        while at > 0:
+            bits = <long>flags[at]
+            if bits & section_bits and not (at <= main < <Py_ssize_t>end[at]):
+                out[i] = role_comments if bits & f_comments else role_related if bits & f_related else role_other
+                break
+            if not bits & in_section_bits:
+                break
+            at = <Py_ssize_t>parent[at]
+    return out
+
+
+cdef Py_ssize_t _bisect_nodes(list nodes, Py_ssize_t n, Py_ssize_t x) except -1:
+    """bisect_left(nodes, x) over the first n of a list of ascending ints."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if <Py_ssize_t>nodes[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 # -- the table's new keys --------------------------------------------------------------------
 
 def missing(dict entries, keys):
