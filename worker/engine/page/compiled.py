@@ -14,14 +14,15 @@ same steps over lexbor's tree through lexbor's exported functions. It runs only 
 
 Otherwise the Python walk runs, with the same results. The choice is made once, at first
 use (not at import): `module()` makes it, `status()` says which walk runs and why.
-The extension also holds the engine's other compiled loops (the table's per-page update
-and new keys, the tag scans of the input guards, the page's segment keys, the clusters'
-path keys and signatures, the page-level features, the pagelets' cut and min-hash keys,
-the layout detector's content region, the ballot's tally, the decision's per-block loops,
-the verdict loop, link resolution); they are used exactly when the module is, those with
-a floating-point or subtle result (the features, the pagelets, the content region, the
-links) only after they gave their Python reference's result on a probe (`checked`,
-`agreeing`). Only the default path form ("tag") and
+The walk also hands over the page's distinct segment keys and its main block. The extension
+holds the engine's other compiled loops (the table's per-page update and new keys, the tag
+scans of the input guards, the page's segment keys, the clusters' path keys and signatures,
+the page-level features, the pagelets' cut and min-hash keys, the layout detector's content
+region, keys and shares, the ballot's tally, the decision's per-block loops and sections
+beside the main text, the verdict loop, link resolution); they are used exactly when the
+module is, those with a floating-point or subtle result (the features, the pagelets, the
+layout's region, keys and shares, the sections, the links) only after they gave their
+Python reference's result on a probe (`checked`, `agreeing`). Only the default path form ("tag") and
 walks that do not need selectolax node objects back (`--html`) are compiled.
 """
 
