@@ -525,6 +525,26 @@ def test_an_aside_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert decision.aside_kernel() is mod
 
 
+@needs_fast
+def test_the_layout_and_aside_kernels_refuse_lists_that_do_not_fit() -> None:
+    """They read the lists unchecked by index: lists of other lengths are an error, not a crash."""
+    tree, mod = _SITE_TREE, compiled.module()
+    salts = (layout._NEW_TEXT_SALT, layout._CONTAINER_SALT, layout._PAGES, layout._KEEP, layout.TAG)
+    novel = [0] * len(_SITE_PATHS)
+    with pytest.raises(ValueError):
+        mod.layout_keys(_SITE_PATHS, novel[1:], tree.parent, tree.container, tree.end, 0, *salts)
+    with pytest.raises(ValueError):
+        mod.layout_keys(_SITE_PATHS, novel, tree.parent, tree.container[1:], tree.end, 0, *salts)
+    with pytest.raises(ValueError):
+        mod.layout_keys(_SITE_PATHS, novel, tree.parent, tree.container, tree.end, len(tree.parent), *salts)
+    keys = mod.layout_keys(_SITE_PATHS, novel, tree.parent, tree.container, tree.end, 0, *salts)[0]
+    with pytest.raises(ValueError):
+        mod.layout_shares(keys, [1] * (len(keys) - 1), _SITE_PATHS, {}, {}, [], layout._PAGES, None)
+    with pytest.raises(ValueError):
+        mod.aside_blocks(tree.flags, tree.node_of_block, tree.tag, tree.parent, tree.end, tree.chars[1:], 0,
+                         *decision._ASIDE_CONSTANTS)
+
+
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
     for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys", "text_level"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)

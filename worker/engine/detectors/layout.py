@@ -307,6 +307,6 @@ def _layout_agrees(mod: Any) -> bool:
 
 
 def layout_kernel() -> Any:
-    """The extension module where its `layout_keys` and `layout_shares` are in use, else None; chosen once, on
-    first use, with the page walk."""
+    """The extension module where its `layout_keys` and `layout_shares` are in use, else
+    None; chosen once, on first use, with the page walk."""
     return compiled.checked(checked_layout)

@@ -394,7 +394,6 @@ cdef class _Tag:
     cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
 
 
-
 cdef struct _KeyRef:
     unsigned long long key
     PyObject *obj
@@ -1747,8 +1746,12 @@ def layout_keys(list paths, list novel, list parent, list container, list end, P
                 unsigned long long keep, unsigned long long tag):
     """detectors/layout.py `layout_keys_python`: a warm page's layout keys (sorted), each
     distinct path's seen and new-text keys, the region's chain and its container keys."""
-    cdef Py_ssize_t n = len(paths), i, node, child, nth, count = 0, m = 0
+    cdef Py_ssize_t n = len(paths), i, node, child, nth, count = 0
     cdef unsigned long long key, value
+    if len(novel) != n:
+        raise ValueError("layout_keys: a path and a count of new characters for each block")
+    if not (len(parent) == len(container) == len(end)) or not 0 <= region < len(parent):
+        raise ValueError("layout_keys: the node lists differ in length, or the region is no node")
     cdef dict seen = {}
     cdef dict fresh = {}
     cdef list chain = [region]
@@ -1769,11 +1772,11 @@ def layout_keys(list paths, list novel, list parent, list container, list end, P
             mine = seen.get(path)
             if mine is None:
                 key = PyLong_AsUnsignedLongLong(path)
-                seen[path] = PyLong_FromUnsignedLongLong(_tagged(key, keep, tag))
+                out[count] = _tagged(key, keep, tag)
+                seen[path] = PyLong_FromUnsignedLongLong(out[count])
+                count += 1
                 value = _tagged(key ^ new_text_salt, keep, tag)
                 fresh[path] = PyLong_FromUnsignedLongLong(value)
-                out[count] = _tagged(key, keep, tag)
-                count += 1
             else:
                 value = PyLong_AsUnsignedLongLong(fresh[path])
             if <Py_ssize_t>novel[i] != 0:
@@ -1824,6 +1827,8 @@ def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list e
     (ascending) and `table_df` for the new-text keys the page did not add."""
     cdef Py_ssize_t n = len(keys), i, at
     cdef long long pages, new_df, seen_df
+    if len(dfs) != n:
+        raise ValueError("layout_shares: a DF for each key")
     cdef unsigned long long *values = <unsigned long long *>malloc((n + 1) * sizeof(unsigned long long))
     if values == NULL:
         raise MemoryError()
@@ -1865,9 +1870,11 @@ def aside_blocks(list flags, list nodes, list tag, list parent, list end, list c
     """engine/decision.py `aside_blocks_python` (with `_beside_blocks`): the blocks in a
     section beside the main text (node `main`), with the section's role."""
     cdef dict out = {}
-    cdef Py_ssize_t nb = len(nodes), n = len(tag), i, at, element, stop, lo, hi, k
+    cdef Py_ssize_t nb = len(nodes), n = len(tag), i, at, element, lo, hi, k
     cdef long bits
     cdef long long total = -1, inside
+    if not (len(flags) == len(parent) == len(end) == len(chars) == n):
+        raise ValueError("aside_blocks: the node lists differ in length")
     for pair in beside:  # _beside_blocks: the elements HTML puts beside the content, outermost first
         name = <str>(<tuple>pair)[0]
         role = (<tuple>pair)[1]
