@@ -374,10 +374,15 @@ cdef inline Py_ssize_t _bisect_left(const sorted_t *a, Py_ssize_t lo, Py_ssize_t
     return lo
 
 
+cdef inline Py_ssize_t _index_in_sorted(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
+    """The index of x in the ascending a[:n], or -1."""
+    cdef Py_ssize_t lo = _bisect_left(a, 0, n, x)
+    return lo if lo < n and a[lo] == x else -1
+
+
 cdef inline bint _in_sorted(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
     """Whether x is among the ascending a[:n] (the packed words of a set: stopwords, tags)."""
-    cdef Py_ssize_t lo = _bisect_left(a, 0, n, x)
-    return lo < n and a[lo] == x
+    return _index_in_sorted(a, n, x) >= 0
 
 
 def _pack(bytes word):
@@ -394,21 +399,22 @@ cdef class _Tag:
     cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
 
 
-cdef struct _KeyRef:
-    unsigned long long key
-    PyObject *obj
-
-
-cdef int _by_key(const void *a, const void *b) noexcept nogil:
-    cdef unsigned long long x = (<const _KeyRef *>a).key, y = (<const _KeyRef *>b).key
+cdef int _by_value(const void *a, const void *b) noexcept nogil:
+    """qsort's order of unsigned 64-bit integers, or of structs that begin with one (_KeyRef)."""
+    cdef unsigned long long x = (<const unsigned long long *>a)[0], y = (<const unsigned long long *>b)[0]
     return (x > y) - (x < y)
 
 
+cdef struct _KeyRef:
+    unsigned long long key  # first: _by_value orders by it
+    PyObject *obj
+
+
 cdef tuple _distinct_keys(list segments):
-    """The page's distinct segment keys, sorted and as a set (pipeline.py
-    `segment_keys_python` of its blocks), from the walk's segments of each node: the keys'
-    own int objects sorted by value in C, where `sorted` compares Python ints of three
-    digits. Every key is an XXH3-64, an int of 0 to 2**64 - 1."""
+    """The distinct keys of these lists of segments, sorted and as a set (pipeline.py
+    `segment_keys_python`): the keys' own int objects sorted by value in C, where `sorted`
+    compares Python ints of three digits. Every key is an XXH3-64, an int of 0 to 2**64 - 1
+    (by `_hash`, or keys.segment_key in the Python walk)."""
     cdef Py_ssize_t total = 0, k = 0, i
     for segs in segments:
         total += len(<list>segs)
@@ -424,7 +430,7 @@ cdef tuple _distinct_keys(list segments):
                 refs[k].key = PyLong_AsUnsignedLongLong(key)
                 refs[k].obj = <PyObject *>key
                 k += 1
-        qsort(refs, total, sizeof(_KeyRef), _by_key)
+        qsort(refs, total, sizeof(_KeyRef), _by_value)
         for i in range(total):
             if i and refs[i].key == refs[i - 1].key:
                 continue
@@ -1134,7 +1140,7 @@ cdef class Walker:
                 main = k
         return (blocks, node_of_block, parent, tags, depth, start, chars, achars, seg_counts, node_links, flags,
                 texts, ends, self.layout, self.container, stats, columns, main,
-                _distinct_keys(segments) if _xxh3 != NULL else None)
+                _distinct_keys(segments))
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
         """cues.TextStats for one node's direct text (its segments joined by spaces).
@@ -1717,11 +1723,7 @@ def content_region(list node_of_block, list novel, list chars, list achars, list
 
 def segment_keys(list blocks):
     """engine/pipeline.py `segment_keys_python`: the page's distinct segment keys, sorted and as a set."""
-    cdef set distinct = set()
-    for block in blocks:
-        for seg in <list>(<tuple>block)[1]:
-            distinct.add((<tuple>seg)[0])
-    return sorted(distinct), distinct
+    return _distinct_keys([(<tuple>block)[1] for block in blocks])
 
 
 # -- a warm page's layout keys ------------------------------------------------------------------
@@ -1734,11 +1736,6 @@ cdef inline unsigned long long _tagged(unsigned long long x, unsigned long long 
     x *= 0x94D049BB133111EBULL
     x ^= x >> 31
     return (x & keep) | tag
-
-
-cdef int _by_value(const void *a, const void *b) noexcept nogil:
-    cdef unsigned long long x = (<const unsigned long long *>a)[0], y = (<const unsigned long long *>b)[0]
-    return (x > y) - (x < y)
 
 
 def layout_keys(list paths, list novel, list parent, list container, list end, Py_ssize_t region,
@@ -1809,18 +1806,6 @@ def layout_keys(list paths, list novel, list parent, list container, list end, P
     return keys, seen, fresh, chain, enclosing
 
 
-cdef Py_ssize_t _find(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
-    """The index of x in the ascending a[:n], or -1."""
-    cdef Py_ssize_t lo = 0, hi = n, mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < n and a[lo] == x else -1
-
-
 def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list enclosing, pages_key, table_df):
     """detectors/layout.py `layout_shares_python`: the region chain's shares, each block's
     path's novelty and presence, and the pages counted, from the DFs of the page's `keys`
@@ -1838,20 +1823,20 @@ def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list e
     try:
         for i in range(n):
             values[i] = PyLong_AsUnsignedLongLong(keys[i])
-        at = _find(values, n, PyLong_AsUnsignedLongLong(pages_key))
+        at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(pages_key))
         if at < 0:
             raise KeyError(pages_key)
         pages = <long long>dfs[at]
         for key in enclosing:
-            at = _find(values, n, PyLong_AsUnsignedLongLong(key))
+            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(key))
             if at < 0:
                 raise KeyError(key)
             shares.append(<double><long long>dfs[at] / <double>pages)
         for path, key in seen.items():
             fresh_key = fresh[path]
-            at = _find(values, n, PyLong_AsUnsignedLongLong(fresh_key))
+            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(fresh_key))
             new_df = <long long>dfs[at] if at >= 0 else <long long>table_df(fresh_key)
-            at = _find(values, n, PyLong_AsUnsignedLongLong(key))
+            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(key))
             if at < 0:
                 raise KeyError(key)
             seen_df = <long long>dfs[at]

@@ -173,10 +173,8 @@ def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> 
         return "its node columns differ from the Python ones on the probe page"
     if not np.array_equal(text_stats(fast_tree), text_stats(python_tree)):
         return "its text statistics differ from the Python ones on the probe page"
-    if fast_tree.keys is not None and (
-        fast_tree.keys[0] != sorted(fast_tree.keys[1])
-        or fast_tree.keys[1] != {seg[0] for block in python_tree.blocks for seg in block[1]}
-    ):
+    distinct = {seg[0] for block in python_tree.blocks for seg in block[1]}
+    if fast_tree.keys != (sorted(distinct), distinct):
         return "its segment keys differ from the Python walk's blocks' on the probe page"
     if fast_tree.main != main_block(python_tree):
         return "its main block differs from the Python one on the probe page"
