@@ -636,12 +636,23 @@ def test_keys_are_hashed_in_c_only_when_they_equal_xxhash() -> None:
 
 # Words and characters for the stopword count and the copyright marks outside ASCII: the
 # stopwords with and without accents, in any case; the two characters past ASCII that
-# lower-case to ASCII letters (U+0130, U+212A); white space that only Unicode calls so; "©".
+# lower-case to ASCII letters (U+0130, U+212A); words as long as the longest stopwords, and
+# longer, with accents (the walk looks up no word past that length); characters of each width
+# of str (one, two and four bytes); white space that only Unicode calls so; "©".
 SCRIPT_PIECES = [
     "the", "The", "THE", "of", "und", "für", "FÜR", "Für", "más", "MÁS", "è", "È", "più", "İ", "i", "\u212a", "k",
     "©", "copyright", "COPYRIGHT", "CopyRİght", "copyr\u0130ght", "all rights reserved", "ALL RIGHTS RESERVED",
     "rights", "right", "g", " ", " ", "\xa0", "\u2003", "\u3000", "\x85", "\x1c", "é", "ß", "Σ", "ǅ", "a", "x",
+    "which", "WHİCH", "wöuld", "thèir", "nicht", "Über", "\U0001f600", "\u4e2d\u6587",
 ]
+
+
+@needs_fast
+def test_the_walks_white_space_is_what_split_parts_words_at() -> None:
+    mod = compiled.module()
+    assert [c for c in range(sys.maxunicode + 1) if mod.is_space(c)] == [
+        c for c in range(sys.maxunicode + 1) if chr(c).isspace()
+    ]
 
 
 @needs_fast

@@ -23,9 +23,9 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uint32_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
-from libc.string cimport memcmp, memcpy, strlen
+from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
 
@@ -61,6 +61,11 @@ cdef extern from "Python.h":
     bint Py_UNICODE_ISALNUM(Py_UCS4 c)
     object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
     void PyObject_GC_UnTrack(object o)
+    ctypedef unsigned char Py_UCS1
+    ctypedef unsigned short Py_UCS2
+    enum:
+        PyUnicode_1BYTE_KIND
+        PyUnicode_2BYTE_KIND
 
 
 ctypedef void *(*node_fn)(void *) noexcept nogil
@@ -460,6 +465,7 @@ cdef class Walker:
     cdef frozenset stopwords
     cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
     cdef Py_ssize_t n_stop_ascii
+    cdef Py_ssize_t max_stop_len  # the longest stopword's characters
     cdef tuple copyright_marks
     cdef dict tag_groups  # tag name -> its column among the tag features (cues.TAG_INDEX)
     cdef Py_ssize_t other_group
@@ -570,6 +576,7 @@ cdef class Walker:
         if len(packed) > 256:
             raise ValueError("too many stopwords")
         self.n_stop_ascii = len(packed)
+        self.max_stop_len = max(map(len, stopwords), default=0)
         for i, value in enumerate(packed):
             self.stop_ascii[i] = value
 
@@ -1143,140 +1150,145 @@ cdef class Walker:
                 _distinct_keys(segments))
 
     cdef int _text_stats(self, list segs, str text, double *out) except -1:
-        """cues.TextStats for one node's direct text (its segments joined by spaces).
+        """cues.TextStats for one node's direct text (its segments joined by spaces): one pass
+        over each segment's characters, in the str's own width (`_segment_stats`).
 
         out: spaces, punctuation, sentence ends, digits, capitals starting a word, pipes,
         commas, ends with a closer, holds a copyright mark, stopwords.
         """
-        cdef const unsigned char *lut = <const unsigned char *>self.lut
-        cdef Py_ssize_t k, j, m, nseg = len(segs)
+        cdef Py_ssize_t k, m, nseg = len(segs)
         cdef int kind
         cdef void *data
-        cdef Py_UCS4 ch, last = 0
-        cdef unsigned char cls, prev_cls, next_cls
-        cdef double space = nseg - 1, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0
+        cdef Py_UCS4 last = 0
+        cdef double acc[N_STATS]
+        cdef bint maybe_mark = False
+        memset(acc, 0, sizeof(acc))
+        acc[0] = nseg - 1  # the spaces that join the segments
         for k in range(nseg):
             seg_text = (<tuple>segs[k])[1]
             kind = PyUnicode_KIND(seg_text)
             data = PyUnicode_DATA(seg_text)
             m = PyUnicode_GET_LENGTH(seg_text)
-            prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
-            for j in range(m):
-                ch = PyUnicode_READ(kind, data, j)
-                cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
-                if cls:
-                    if cls & C_SPACE:
-                        space += 1
-                    if cls & C_PUNCT:
-                        punct += 1
-                    if cls & C_SENT:
-                        if j + 1 == m:
-                            sent += 1
-                        else:
-                            ch = PyUnicode_READ(kind, data, j + 1)
-                            next_cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
-                            if next_cls & C_BOUNDARY:
-                                sent += 1
-                    if cls & C_DIGIT:
-                        digit += 1
-                    if (cls & C_UPPER) and (prev_cls & C_BOUNDARY):
-                        upper += 1
-                    if cls & C_PIPE:
-                        pipe += 1
-                    if cls & C_COMMA:
-                        comma += 1
-                prev_cls = cls
+            if kind == PyUnicode_1BYTE_KIND:
+                maybe_mark |= _segment_stats(<const Py_UCS1 *>data, m, <str>seg_text, self, acc)
+            elif kind == PyUnicode_2BYTE_KIND:
+                maybe_mark |= _segment_stats(<const Py_UCS2 *>data, m, <str>seg_text, self, acc)
+            else:
+                maybe_mark |= _segment_stats(<const uint32_t *>data, m, <str>seg_text, self, acc)
             if m:
                 last = PyUnicode_READ(kind, data, m - 1)
-        out[0] = space
-        out[1] = punct
-        out[2] = sent
-        out[3] = digit
-        out[4] = upper
-        out[5] = pipe
-        out[6] = comma
+        memcpy(out, acc, 7 * sizeof(double))
         out[7] = 1.0 if last in self.closers else 0.0
-        if PyUnicode_IS_ASCII(text):
-            self._ascii_words(text, out)
-        else:
-            self._unicode_words(text, out)
+        # A mark needs a "©" or the "g" of "right": a text with neither is not searched.
+        out[8] = 1.0 if maybe_mark and _copyright_mark(
+            PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)) else 0.0
+        out[9] = acc[9]
         return 0
 
-    cdef int _unicode_words(self, str text, double *out) except -1:
-        """What `_ascii_words` gives, for a text with other characters: the same as counting the
-        stopwords among `text.lower().split()` and looking for the copyright marks in
-        `text.lower()`. Words are parted at Unicode white space (as split does); a word of
-        ASCII characters is compared packed, a word with any other character is lower-cased
-        by Python and looked up in the set; the marks as for an ASCII text (`_copyright_mark`)."""
-        cdef int kind = PyUnicode_KIND(text)
-        cdef void *data = PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start
-        cdef unsigned long long word
-        cdef unsigned int c
-        cdef double stop = 0
-        cdef bint ascii, packable
-        while i < n:
-            while i < n and Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, i)):
-                i += 1
-            if i >= n:
-                break
-            start = i
+
+ctypedef fused ucs_t:
+    Py_UCS1
+    Py_UCS2
+    uint32_t
+
+
+cdef inline bint _is_space(uint32_t c) noexcept nogil:
+    """Py_UNICODE_ISSPACE (what str.split parts words at), without a call past ASCII."""
+    if c < 128:
+        return c == 32 or 9 <= c <= 13 or 28 <= c <= 31
+    if c < 0x1680:
+        return c == 0x85 or c == 0xA0
+    return c == 0x1680 or 0x2000 <= c <= 0x200A or c == 0x2028 or c == 0x2029 or c == 0x202F \
+        or c == 0x205F or c == 0x3000
+
+
+def is_space(uint32_t c):
+    """`_is_space`, for tests (it must be str.isspace on every code point)."""
+    return _is_space(c)
+
+
+cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, double *acc) except -1:
+    """Add one segment's counts to acc (Walker._text_stats' columns; acc[9]: stopwords, as
+    counted among `text.lower().split()`): character classes by the walker's table, and its
+    words, parted at Unicode white space as split does. A word of ASCII characters is
+    lower-cased and packed on the fly and looked up among the packed stopwords; a word with
+    any other character is lower-cased by Python and looked up in the set, unless it is longer
+    than every stopword (lower-casing never shortens a word). Returns whether the segment holds
+    a "©", a "g" or a "G" (without one, a text holds no copyright mark: `_copyright_mark`)."""
+    cdef const unsigned char *lut = <const unsigned char *>w.lut
+    cdef Py_ssize_t j, start = 0
+    cdef uint32_t ch, nxt
+    cdef unsigned char cls, prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
+    cdef double space = 0, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0, stop = 0
+    cdef bint in_word = False, ascii = True, packable = True, mark = False
+    cdef unsigned long long word = 0
+    for j in range(m):
+        ch = data[j]
+        cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
+        if cls:
+            if cls & C_SPACE:
+                space += 1
+            if cls & C_PUNCT:
+                punct += 1
+            if cls & C_SENT:
+                if j + 1 == m:
+                    sent += 1
+                else:
+                    nxt = data[j + 1]
+                    if lut[nxt if nxt < LUT_SIZE else LUT_SIZE] & C_BOUNDARY:
+                        sent += 1
+            if cls & C_DIGIT:
+                digit += 1
+            if (cls & C_UPPER) and (prev_cls & C_BOUNDARY):
+                upper += 1
+            if cls & C_PIPE:
+                pipe += 1
+            if cls & C_COMMA:
+                comma += 1
+        prev_cls = cls
+        if _is_space(ch):
+            if in_word:
+                stop += _is_stopword(seg, start, j, ascii, packable, word, w)
+                in_word = False
+            continue
+        if not in_word:
+            in_word = True
+            start = j
             word = 0
             ascii = True
             packable = True
-            while i < n:
-                c = <unsigned int>PyUnicode_READ(kind, data, i)
-                if Py_UNICODE_ISSPACE(<Py_UCS4>c):
-                    break
-                if c >= 128:
-                    ascii = False
-                elif ascii:
-                    if 65 <= c <= 90:
-                        c += 32
-                    elif c == 0:
-                        packable = False
-                    if i - start < 8:
-                        word |= (<unsigned long long>c) << (8 * (i - start))
-                i += 1
-            if ascii:
-                if packable and i - start <= 8 and _in_sorted(self.stop_ascii, self.n_stop_ascii, word):
-                    stop += 1
-            elif PyUnicode_Substring(text, start, i).lower() in self.stopwords:
-                stop += 1
-        out[8] = 1.0 if _copyright_mark(kind, data, n) else 0.0
-        out[9] = stop
+        if ch == 103 or ch == 71 or ch == 0xA9:
+            mark = True
+        if ch >= 128:
+            ascii = False
+        elif ascii:
+            if 65 <= ch <= 90:
+                ch += 32
+            elif ch == 0:
+                packable = False  # a NUL would pack like the end of a shorter word
+            if j - start < 8:
+                word |= (<unsigned long long>ch) << (8 * (j - start))
+    if in_word:
+        stop += _is_stopword(seg, start, m, ascii, packable, word, w)
+    acc[0] += space
+    acc[1] += punct
+    acc[2] += sent
+    acc[3] += digit
+    acc[4] += upper
+    acc[5] += pipe
+    acc[6] += comma
+    acc[9] += stop
+    return mark
+
+
+cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint ascii, bint packable,
+                             unsigned long long word, Walker w) except -1:
+    """Whether seg[start:end], a word, lower-cased is a stopword (`_segment_stats`)."""
+    if ascii:
+        return packable and end - start <= 8 and _in_sorted(w.stop_ascii, w.n_stop_ascii, word)
+    if end - start > w.max_stop_len:
         return 0
-
-    cdef void _ascii_words(self, str text, double *out) noexcept:
-        """Copyright marks and stopwords of an ASCII text, lower-cased on the fly."""
-        cdef const unsigned char *s = <const unsigned char *>PyUnicode_DATA(text)
-        cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start
-        cdef unsigned long long word
-        cdef unsigned char c
-        cdef double stop = 0
-        cdef bint mark = False
-        cdef bint packable
-        while i < n:
-            while i < n and s[i] == 32:
-                i += 1
-            start = i
-            word = 0
-            packable = True
-            while i < n and s[i] != 32:
-                c = s[i]
-                if 65 <= c <= 90:
-                    c += 32
-                elif c == 0:
-                    packable = False  # a NUL would pack like the end of a shorter word
-                if i - start < 8:
-                    word |= (<unsigned long long>c) << (8 * (i - start))
-                i += 1
-            if packable and 0 < i - start <= 8 and _in_sorted(self.stop_ascii, self.n_stop_ascii, word):
-                stop += 1
-        mark = _copyright_mark(1, <void *>s, n)
-        out[8] = 1.0 if mark else 0.0
-        out[9] = stop
-
+    return PyUnicode_Substring(seg, start, end).lower() in w.stopwords
 
 
 # -- the page-level model's features ---------------------------------------------------------
