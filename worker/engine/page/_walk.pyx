@@ -16,8 +16,8 @@ with the Python one on a probe page and uses it only if they agree.
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.list cimport PyList_Append
-from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
+from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
+from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_FromLong, PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -356,6 +356,14 @@ cdef int _grow(unsigned char **buf, Py_ssize_t *cap, Py_ssize_t n) except -1:
     return 0
 
 
+cdef inline int _put_item(list lst, Py_ssize_t i, long value) except -1:
+    """Fill item i of a new list (PyList_New's, every item unset) with an int."""
+    item = PyLong_FromLong(value)
+    Py_INCREF(item)  # SET_ITEM takes the reference it is given
+    PyList_SET_ITEM(lst, i, item)
+    return 0
+
+
 cdef inline void _put(object tup, Py_ssize_t i, object item):
     """Fill item i of a new tuple (SET_ITEM takes the reference it is given)."""
     Py_INCREF(item)
@@ -447,6 +455,21 @@ cdef tuple _distinct_keys(list segments):
     return out, distinct
 
 
+ctypedef struct _Node:
+    # One node of the walk (a layout element with its own text run): page/tree.py PageTree's
+    # columns, and its DOM path, pbuf[path_at:path_at + path_len].
+    Py_ssize_t parent
+    Py_ssize_t depth
+    Py_ssize_t start
+    Py_ssize_t chars
+    Py_ssize_t achars
+    Py_ssize_t links
+    Py_ssize_t ends
+    long flags
+    Py_ssize_t path_at
+    Py_ssize_t path_len
+
+
 cdef class Walker:
     """The walk for one set of block and skip tags (its tag cache is per set)."""
 
@@ -483,7 +506,11 @@ cdef class Walker:
     # One walk's state.
     cdef bint cues
     cdef Py_ssize_t max_depth, budget, max_nodes, total
-    cdef list paths, parent, tags, depth, start, flags, segments, chars, achars, links, ends, anchors
+    cdef list tags, segments, anchors
+    cdef _Node *nodes  # the nodes so far, in document order (the Python lists made at the end)
+    cdef Py_ssize_t n_nodes, nodes_cap
+    cdef unsigned char *pbuf  # the nodes' DOM paths, one after the other
+    cdef Py_ssize_t pbuf_len, pbuf_cap
     cdef list layout, container
     cdef unsigned char *buf  # the DOM path of the node being visited
     cdef Py_ssize_t cap
@@ -532,8 +559,16 @@ cdef class Walker:
         self.piece_anchor = NULL
         self.piece_edges = NULL
         self.pieces_cap = 0
+        self.nodes = NULL
+        self.n_nodes = 0
+        self.nodes_cap = 0
+        self.pbuf = NULL
+        self.pbuf_len = 0
+        self.pbuf_cap = 0
 
     def __dealloc__(self):
+        free(self.nodes)
+        free(self.pbuf)
         free(self.buf)
         free(self.text_buf)
         free(self.key_buf)
@@ -582,6 +617,34 @@ cdef class Walker:
 
     cdef int _reserve(self, Py_ssize_t n) except -1:
         return _grow(&self.buf, &self.cap, n)
+
+    cdef Py_ssize_t _add_node(self, Py_ssize_t parent, Py_ssize_t depth, long flags, Py_ssize_t path_len) except -1:
+        """A new node (its path buf[:path_len], its text from here on); returns its number."""
+        cdef Py_ssize_t k = self.n_nodes
+        cdef _Node *grown
+        cdef _Node *node
+        if k == self.nodes_cap:
+            grown = <_Node *>realloc(self.nodes, (2 * k + 64) * sizeof(_Node))
+            if grown == NULL:
+                raise MemoryError()
+            self.nodes = grown
+            self.nodes_cap = 2 * k + 64
+        _grow(&self.pbuf, &self.pbuf_cap, self.pbuf_len + path_len)
+        memcpy(self.pbuf + self.pbuf_len, self.buf, path_len)
+        node = &self.nodes[k]
+        node.parent = parent
+        node.depth = depth
+        node.start = self.total
+        node.chars = 0
+        node.achars = 0
+        node.links = 0
+        node.ends = k + 1
+        node.flags = flags
+        node.path_at = self.pbuf_len
+        node.path_len = path_len
+        self.pbuf_len += path_len
+        self.n_nodes = k + 1
+        return k
 
     cdef int _reserve_text(self, Py_ssize_t n) except -1:
         return _grow(&self.text_buf, &self.text_cap, n)
@@ -952,29 +1015,20 @@ cdef class Walker:
             inner = inh | (own << 2) | info.bits
             if info.kind == BLOCK:
                 self._flush()  # a nested layout element ends the enclosing block's run
-                target = len(self.paths)
-                PyList_Append(self.paths, PyUnicode_DecodeUTF8(<const char *>self.buf, child_len, NULL))
-                PyList_Append(self.parent, blk)
+                target = self._add_node(blk, depth, own | (inh & ~F_IN_A), child_len)
                 PyList_Append(self.tags, info.name)
-                PyList_Append(self.depth, depth)
-                PyList_Append(self.start, self.total)
-                PyList_Append(self.flags, own | (inh & ~F_IN_A))
-                PyList_Append(self.chars, 0)
-                PyList_Append(self.achars, 0)
-                PyList_Append(self.links, 0)
-                PyList_Append(self.ends, target + 1)
                 PyList_Append(self.segments, [])
                 child_lpath = self._layout(lpath_len, info, form) if self.cues else 0
                 if _next(first) == NULL and _tag_id(first) == TEXT_ID:
                     # A leaf block: no visit, so no depth check (as the Python walk does).
                     n = self._add_text(first, target, child_len, None, child_anchor)
                     self.total += n
-                    self.chars[target] = n
+                    self.nodes[target].chars = n
                     if inner & F_IN_A:
-                        self.achars[target] = n
+                        self.nodes[target].achars = n
                 else:
                     self._visit(child, child_len, target, child_len, child_lpath, depth + 1, inner, child_anchor, None)
-                    self.ends[target] = len(self.paths)
+                    self.nodes[target].ends = self.n_nodes
                 self._flush()
                 child = _next(child)
                 continue
@@ -994,13 +1048,13 @@ cdef class Walker:
                 self._flush()
             child = _next(child)
         if own_chars:
-            self.chars[blk] += own_chars
+            self.nodes[blk].chars += own_chars
             if inh & F_IN_A:
-                self.achars[blk] += own_chars
+                self.nodes[blk].achars += own_chars
             elif own_achars:
-                self.achars[blk] += own_achars
+                self.nodes[blk].achars += own_achars
         if own_links:
-            self.links[blk] += own_links
+            self.nodes[blk].links += own_links
         return 0
 
     def walk(self, Py_ssize_t root, Py_ssize_t max_depth, Py_ssize_t max_nodes, bint cues, list runs=None):
@@ -1023,18 +1077,11 @@ cdef class Walker:
         self.max_nodes = max_nodes
         self.budget = max_nodes
         self.total = 0
-        self.paths = [name]
-        self.parent = [-1]
         self.tags = [name]
-        self.depth = [0]
-        self.start = [0]
-        self.flags = [0]
         self.segments = [[]]
-        self.chars = [0]
-        self.achars = [0]
-        self.links = [0]
-        self.ends = [1]
         self.anchors = []
+        self.n_nodes = 0
+        self.pbuf_len = 0
         self.pieces = 0
         self.run_len = 0
         self.anchor_ids = 0
@@ -1048,6 +1095,7 @@ cdef class Walker:
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))
+        self._add_node(-1, 0, 0, len(utf8))  # the root
         _grow(&self.lbuf, &self.lcap, len(utf8) + 1)
         self.lbuf[0] = 1  # keys.layout_key hashes its path after a \x01 byte
         memcpy(self.lbuf + 1, <const char *>utf8, len(utf8))
@@ -1057,11 +1105,12 @@ cdef class Walker:
         try:
             self._visit(node, len(utf8), 0, len(utf8), len(utf8) + 1, 1, 0, -1, None)
             self._flush()
-            self.ends[0] = len(self.paths)
+            self.nodes[0].ends = self.n_nodes
             return self._finish()
         finally:
-            self.paths = self.parent = self.tags = self.depth = self.start = self.flags = None
-            self.segments = self.chars = self.achars = self.links = self.ends = self.anchors = None
+            self.tags = self.segments = self.anchors = None
+            self.n_nodes = 0
+            self.pbuf_len = 0
             self.layout = self.container = None
             self.seq = self.seq_out = None
             self.pieces = 0
@@ -1071,8 +1120,8 @@ cdef class Walker:
         """The blocks with text, numbered in document order, each with its links (see
         `page.tree.block_links`), and with `cues` the rest of the PageTree."""
         cdef list segments = self.segments
-        cdef list parent = self.parent
-        cdef Py_ssize_t n = len(segments), i, p, o, k = 0
+        cdef _Node *nodes = self.nodes
+        cdef Py_ssize_t n = self.n_nodes, i, p, o, k = 0
         cdef list owner = [None] * n
         cdef dict hrefs = {}
         cdef list blocks = []
@@ -1085,7 +1134,7 @@ cdef class Walker:
                 if segments[i]:
                     owner[i] = i
                 else:
-                    p = parent[i]
+                    p = nodes[i].parent
                     owner[i] = owner[p] if p >= 0 else None
             for blk, href in self.anchors:
                 o_obj = owner[blk]
@@ -1101,7 +1150,7 @@ cdef class Walker:
             if segs:
                 hrefs_of = hrefs.get(i, ()) if hrefs else ()
                 block = PyType_GenericAlloc(block_type, 4)  # Block(path, segments, order, links)
-                _put(block, 0, self.paths[i])
+                _put(block, 0, PyUnicode_DecodeUTF8(<const char *>self.pbuf + nodes[i].path_at, nodes[i].path_len, NULL))
                 _put(block, 1, segs)
                 _put(block, 2, PyLong_FromSsize_t(k))
                 _put(block, 3, hrefs_of)
@@ -1112,36 +1161,61 @@ cdef class Walker:
             self._number_runs(node_of_block)
         if not self.cues:
             return blocks
-        texts = [" ".join([(<tuple>seg)[1] for seg in <list>segs]) if segs else "" for segs in segments]
+        # Each node's text (its segments joined by spaces; one segment's is its own str, as
+        # join gives it), its segment count and its text statistics.
+        texts = PyList_New(n)
+        cdef list seg_counts = PyList_New(n)
         cdef array.array stats = array.clone(_DOUBLES, n * N_STATS, zero=True)
+        cdef Py_ssize_t m
         for i in range(n):
-            if segments[i]:
-                self._text_stats(<list>segments[i], <str>texts[i], stats.data.as_doubles + i * N_STATS)
-        seg_counts = [len(<list>segs) for segs in segments]
+            segs = <list>segments[i]
+            m = len(segs)
+            if m == 0:
+                text = ""
+            elif m == 1:
+                text = (<tuple>segs[0])[1]
+            else:
+                text = " ".join([(<tuple>seg)[1] for seg in segs])
+            Py_INCREF(text)  # SET_ITEM takes the reference it is given
+            PyList_SET_ITEM(texts, i, text)
+            _put_item(seg_counts, i, m)
+            if m:
+                self._text_stats(segs, <str>text, stats.data.as_doubles + i * N_STATS)
         # The numeric columns as one array (page/tree.py NODE_COLUMNS), so numpy need not
         # convert ten lists of Python ints.
         cdef array.array columns = array.clone(_DOUBLES, n * N_COLUMNS, zero=False)
         cdef double *row
-        cdef list tags = self.tags, depth = self.depth, start = self.start, chars = self.chars
-        cdef list achars = self.achars, node_links = self.links, flags = self.flags, ends = self.ends
+        cdef list tags = self.tags
+        cdef list parent = PyList_New(n), depth = PyList_New(n), start = PyList_New(n), chars = PyList_New(n)
+        cdef list achars = PyList_New(n), node_links = PyList_New(n), flags = PyList_New(n), ends = PyList_New(n)
+        cdef _Node *node
         for i in range(n):
+            node = &nodes[i]
+            _put_item(parent, i, node.parent)
+            _put_item(depth, i, node.depth)
+            _put_item(start, i, node.start)
+            _put_item(chars, i, node.chars)
+            _put_item(achars, i, node.achars)
+            _put_item(node_links, i, node.links)
+            _put_item(ends, i, node.ends)
+            _put_item(flags, i, node.flags)
             row = columns.data.as_doubles + i * N_COLUMNS
-            row[0] = <Py_ssize_t>parent[i]
-            row[1] = <Py_ssize_t>chars[i]
-            row[2] = <Py_ssize_t>achars[i]
-            row[3] = <Py_ssize_t>node_links[i]
+            row[0] = node.parent
+            row[1] = node.chars
+            row[2] = node.achars
+            row[3] = node.links
             row[4] = <Py_ssize_t>seg_counts[i]
-            row[5] = <Py_ssize_t>ends[i]
-            row[6] = <Py_ssize_t>start[i]
-            row[7] = <Py_ssize_t>depth[i]
-            row[8] = <long>flags[i]
+            row[5] = node.ends
+            row[6] = node.start
+            row[7] = node.depth
+            row[8] = node.flags
             row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
         # The main text (tree.py `main_block`): the block with the most plain (non-link)
         # characters, the first of equals; -1 (asked later) on a page without blocks.
         cdef Py_ssize_t main = -1, plain, most = -1
         for k in range(len(node_of_block)):
             i = <Py_ssize_t>node_of_block[k]
-            plain = <Py_ssize_t>chars[i] - <Py_ssize_t>achars[i]
+            plain = nodes[i].chars - nodes[i].achars
             if plain > most:
                 most = plain
                 main = k
