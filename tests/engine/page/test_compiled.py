@@ -648,6 +648,42 @@ SCRIPT_PIECES = [
 
 
 @needs_fast
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<p>All RIGHTS<br>reserved</p>",  # a mark across two segments of one node
+        "<p>All rights</p><p>reserved</p>",  # not one: two nodes
+        "<div>copy<b>right</b> 2024<br>gig rig right</div><div>Right-hand g<br>G</div>",
+        "<p>\u00a9<br>x</p><p>rïght</p><p>ri<br>ght</p>",
+    ],
+)
+def test_the_walks_find_copyright_marks_alike_across_segments(body: str) -> None:
+    assert_same(f"<body>{body}</body>")
+
+
+def _decoded_chars(data: bytes) -> int:
+    try:
+        return len(data.decode())
+    except UnicodeDecodeError:
+        return -1
+
+
+@needs_fast
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=12),
+        st.text(max_size=8).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.lists(st.sampled_from([b"a", b"\xc2", b"\xdf", b"\xe0", b"\xed", b"\xef", b"\xf0", b"\xf4", b"\xf5",
+                                  b"\x80", b"\x8f", b"\x90", b"\x9f", b"\xa0", b"\xbf", b"\xc0", b"\xff"]),
+                 max_size=6).map(b"".join),
+    )
+)
+def test_the_walk_counts_the_characters_of_the_utf8_python_decodes(data: bytes) -> None:
+    assert compiled.module().utf8_chars(data) == _decoded_chars(data)
+
+
+@needs_fast
 def test_the_walks_white_space_is_what_split_parts_words_at() -> None:
     mod = compiled.module()
     assert [c for c in range(sys.maxunicode + 1) if mod.is_space(c)] == [

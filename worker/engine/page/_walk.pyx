@@ -269,6 +269,51 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
     return j
 
 
+cdef Py_ssize_t _utf8_chars(const unsigned char *s, Py_ssize_t n) noexcept nogil:
+    """The characters of s[:n] when it is UTF-8 that Python's decoder takes (no surrogates,
+    no overlong forms, nothing past U+10FFFF); -1 when it is not."""
+    cdef Py_ssize_t i = 0, chars = 0, need, k
+    cdef unsigned char c, lo, hi
+    while i < n:
+        c = s[i]
+        chars += 1
+        if c < 0x80:
+            i += 1
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if 0xC2 <= c <= 0xDF:
+            need = 1
+        elif 0xE0 <= c <= 0xEF:
+            need = 2
+            if c == 0xE0:
+                lo = 0xA0
+            elif c == 0xED:
+                hi = 0x9F
+        elif 0xF0 <= c <= 0xF4:
+            need = 3
+            if c == 0xF0:
+                lo = 0x90
+            elif c == 0xF4:
+                hi = 0x8F
+        else:
+            return -1
+        if i + need >= n:
+            return -1  # cut short
+        if not lo <= s[i + 1] <= hi:
+            return -1
+        for k in range(2, need + 1):
+            if not 0x80 <= s[i + k] <= 0xBF:
+                return -1
+        i += need + 1
+    return chars
+
+
+def utf8_chars(bytes data):
+    """`_utf8_chars`, for tests: len(data.decode()), or -1 where that raises."""
+    return _utf8_chars(<const unsigned char *><const char *>data, len(data))
+
+
 cdef array.array _DOUBLES = array.array("d")
 cdef const unsigned char *_attr_bytes(void *element, const char *wanted, size_t wanted_len,
                                       size_t *length) noexcept nogil:
@@ -393,6 +438,32 @@ cdef inline Py_ssize_t _index_in_sorted(const unsigned long long *a, Py_ssize_t 
     return lo if lo < n and a[lo] == x else -1
 
 
+cdef enum:
+    STOP_SLOTS = 256  # a power of two
+
+
+cdef inline unsigned int _slot(unsigned long long x) noexcept nogil:
+    """A packed word's first slot in a table of STOP_SLOTS = 2**8 (Fibonacci hashing: the top 8 bits)."""
+    return <unsigned int>((x * <unsigned long long>0x9E3779B97F4A7C15) >> 56)
+
+
+cdef inline void _table_add(unsigned long long *table, unsigned long long x) noexcept nogil:
+    cdef unsigned int h = _slot(x)
+    while table[h] != 0 and table[h] != x:
+        h = (h + 1) & (STOP_SLOTS - 1)
+    table[h] = x
+
+
+cdef inline bint _in_table(const unsigned long long *table, unsigned long long x) noexcept nogil:
+    """Whether x is in the open-addressing table (x != 0; the table has an empty slot)."""
+    cdef unsigned int h = _slot(x)
+    while table[h] != 0:
+        if table[h] == x:
+            return True
+        h = (h + 1) & (STOP_SLOTS - 1)
+    return False
+
+
 cdef inline bint _in_sorted(const unsigned long long *a, Py_ssize_t n, unsigned long long x) noexcept nogil:
     """Whether x is among the ascending a[:n] (the packed words of a set: stopwords, tags)."""
     return _index_in_sorted(a, n, x) >= 0
@@ -486,8 +557,9 @@ cdef class Walker:
     cdef bytes lut  # character class of each code point below LUT_SIZE (cues.LUT)
     cdef frozenset closers  # code points that end a sentence
     cdef frozenset stopwords
-    cdef unsigned long long stop_ascii[256]  # the ASCII stopwords, packed little-endian, sorted
-    cdef Py_ssize_t n_stop_ascii
+    # The ASCII stopwords, packed little-endian, in an open-addressing table (0: an empty slot;
+    # no packed word is 0) of STOP_SLOTS slots, at most half of them full (`_is_stopword`).
+    cdef unsigned long long stop_table[STOP_SLOTS]
     cdef Py_ssize_t max_stop_len  # the longest stopword's characters
     cdef tuple copyright_marks
     cdef dict tag_groups  # tag name -> its column among the tag features (cues.TAG_INDEX)
@@ -608,12 +680,12 @@ cdef class Walker:
         self.classes_cache = classes_cache
         self.class_ids = {}
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
-        if len(packed) > 256:
+        if 2 * len(packed) > STOP_SLOTS:
             raise ValueError("too many stopwords")
-        self.n_stop_ascii = len(packed)
+        memset(self.stop_table, 0, sizeof(self.stop_table))
+        for value in packed:
+            _table_add(self.stop_table, value)
         self.max_stop_len = max(map(len, stopwords), default=0)
-        for i, value in enumerate(packed):
-            self.stop_ascii[i] = value
 
     cdef int _reserve(self, Py_ssize_t n) except -1:
         return _grow(&self.buf, &self.cap, n)
@@ -790,10 +862,10 @@ cdef class Walker:
         if ascii:
             self._piece(self.text_buf, m, edges, anchor)
             return m
-        try:
-            chars = PyUnicode_GET_LENGTH(PyUnicode_DecodeUTF8(<const char *>self.text_buf, m, NULL))
+        chars = _utf8_chars(self.text_buf, m)
+        if chars >= 0:
             self._piece(self.text_buf, m, edges, anchor)
-        except UnicodeDecodeError:
+        else:
             # Bytes lexbor passed through: decode as selectolax does, then split as Python does.
             text = " ".join(PyUnicode_DecodeUTF8(<const char *>raw.data, n, "replace").split())
             utf8 = text.encode()
@@ -1253,7 +1325,7 @@ cdef class Walker:
                 last = PyUnicode_READ(kind, data, m - 1)
         memcpy(out, acc, 7 * sizeof(double))
         out[7] = 1.0 if last in self.closers else 0.0
-        # A mark needs a "©" or the "g" of "right": a text with neither is not searched.
+        # A mark needs a "©" or a "right": a text with neither is not searched.
         out[8] = 1.0 if maybe_mark and _copyright_mark(
             PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)) else 0.0
         out[9] = acc[9]
@@ -1288,7 +1360,8 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     lower-cased and packed on the fly and looked up among the packed stopwords; a word with
     any other character is lower-cased by Python and looked up in the set, unless it is longer
     than every stopword (lower-casing never shortens a word). Returns whether the segment holds
-    a "©", a "g" or a "G" (without one, a text holds no copyright mark: `_copyright_mark`)."""
+    a "©" or "right" in any case of A-Z (both copyright marks hold one of them, and neither
+    crosses the space between two segments: without one, the text holds no mark)."""
     cdef const unsigned char *lut = <const unsigned char *>w.lut
     cdef Py_ssize_t j, start = 0
     cdef uint32_t ch, nxt
@@ -1331,7 +1404,7 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
             word = 0
             ascii = True
             packable = True
-        if ch == 103 or ch == 71 or ch == 0xA9:
+        if ch == 0xA9 or ((ch == 103 or ch == 71) and not mark and _right_at(data, j, m)):
             mark = True
         if ch >= 128:
             ascii = False
@@ -1355,11 +1428,21 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     return mark
 
 
+cdef inline bint _right_at(const ucs_t *data, Py_ssize_t j, Py_ssize_t m) noexcept nogil:
+    """Whether the "g" at data[j] is that of "right", A-Z folded (as `_copyright_mark` reads)."""
+    return 2 <= j and j + 2 < m and _folded(data[j - 2]) == 114 and _folded(data[j - 1]) == 105 \
+        and _folded(data[j + 1]) == 104 and _folded(data[j + 2]) == 116  # r, i; h, t
+
+
+cdef inline uint32_t _folded(uint32_t c) noexcept nogil:
+    return c + 32 if 65 <= c <= 90 else c
+
+
 cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint ascii, bint packable,
                              unsigned long long word, Walker w) except -1:
     """Whether seg[start:end], a word, lower-cased is a stopword (`_segment_stats`)."""
     if ascii:
-        return packable and end - start <= 8 and _in_sorted(w.stop_ascii, w.n_stop_ascii, word)
+        return packable and end - start <= 8 and _in_table(w.stop_table, word)
     if end - start > w.max_stop_len:
         return 0
     return PyUnicode_Substring(seg, start, end).lower() in w.stopwords
