@@ -335,6 +335,31 @@ cdef const unsigned char *_attr_bytes(void *element, const char *wanted, size_t 
     return NULL
 
 
+cdef void _class_and_id(void *element, const unsigned char **cls, size_t *cls_len, const unsigned char **ident,
+                        size_t *id_len) noexcept nogil:
+    """`_attr_bytes` of "class" and of "id" in one pass over the element's attributes."""
+    cdef void *attr = _first_attr(element)
+    cdef size_t n = 0
+    cdef const unsigned char *name
+    cdef bint want_cls = True, want_id = True
+    cls[0] = ident[0] = NULL
+    cls_len[0] = id_len[0] = 0
+    while attr != NULL and (want_cls or want_id):
+        name = _attr_name(attr, &n)
+        if name != NULL:
+            if want_cls and n == 5 and memcmp(name, b"class", 5) == 0:
+                want_cls = False
+                cls[0] = _attr_value(attr, &n)
+                if cls[0] != NULL:
+                    cls_len[0] = n
+            elif want_id and n == 2 and memcmp(name, b"id", 2) == 0:
+                want_id = False
+                ident[0] = _attr_value(attr, &n)
+                if ident[0] != NULL:
+                    id_len[0] = n
+        attr = _next_attr(attr)
+
+
 cdef tuple _NO_CLASS_ID = (0, b"")  # a layout element without class or id: no hints, no layout form
 cdef enum:
     # A walker's class and id cache: as many entries as cues.HINTS_MAX, and only pairs of at
@@ -342,6 +367,8 @@ cdef enum:
     # than the pair) take about 50 MB at most.
     CLASS_IDS_MAX = 1 << 17
     CLASS_ID_MAX_BYTES = 256
+    CLASS_ID_SLOTS_BITS = 18  # the cache's open-addressing table: twice CLASS_IDS_MAX slots
+    CLASS_ID_SLOTS = 1 << CLASS_ID_SLOTS_BITS
 
 
 cdef inline bint _matches_lower_ucs(int kind, void *data, Py_ssize_t n, Py_ssize_t at, const char *needle,
@@ -568,10 +595,14 @@ cdef class Walker:
     cdef object has_word  # cues.has_word
     cdef object layout_classes  # cues.layout_classes
     cdef dict classes_cache  # cues.LAYOUT_CLASSES
-    # A layout element's class and id as their bytes' XXH3 (class, NUL, id) -> (hint bits, the
-    # layout form of its classes in UTF-8): what `hints` and `layout_classes` give for the
-    # decoded pair, without decoding it again on every page. Bounded (CLASS_IDS_MAX).
-    cdef dict class_ids
+    # A layout element's class and id by their bytes' XXH3 (class, NUL, id, whether a body's)
+    # -> (hint bits, the layout form of its classes in UTF-8): what `hints` and
+    # `layout_classes` give for the decoded pair, without decoding it again on every page.
+    # The hashes in an open-addressing table of C integers (no int made to look one up);
+    # bounded (CLASS_IDS_MAX entries, the table at most half full).
+    cdef list class_ids  # the entries, in the order they came
+    cdef unsigned long long *class_keys  # by slot: an entry's hash...
+    cdef unsigned int *class_slots  # ...and its place in class_ids plus one (0: an empty slot)
     cdef unsigned char *cbuf  # class, NUL, id: the bytes hashed
     cdef Py_ssize_t ccap
 
@@ -631,6 +662,8 @@ cdef class Walker:
         self.piece_anchor = NULL
         self.piece_edges = NULL
         self.pieces_cap = 0
+        self.class_keys = NULL
+        self.class_slots = NULL
         self.nodes = NULL
         self.n_nodes = 0
         self.nodes_cap = 0
@@ -639,6 +672,8 @@ cdef class Walker:
         self.pbuf_cap = 0
 
     def __dealloc__(self):
+        free(self.class_keys)
+        free(self.class_slots)
         free(self.nodes)
         free(self.pbuf)
         free(self.buf)
@@ -678,7 +713,7 @@ cdef class Walker:
         self.has_word = has_word
         self.layout_classes = layout_classes
         self.classes_cache = classes_cache
-        self.class_ids = {}
+        self.class_ids = []
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
         if 2 * len(packed) > STOP_SLOTS:
             raise ValueError("too many stopwords")
@@ -720,6 +755,12 @@ cdef class Walker:
 
     cdef int _reserve_text(self, Py_ssize_t n) except -1:
         return _grow(&self.text_buf, &self.text_cap, n)
+
+    cdef unsigned long long _hash_value(self, const unsigned char *data, Py_ssize_t n) except? 0:
+        """`_hash` as a C integer."""
+        if _xxh3 != NULL:
+            return _xxh3(data, n)
+        return PyLong_AsUnsignedLongLong(self.hash64(PyBytes_FromStringAndSize(<const char *>data, n)))
 
     cdef object _hash(self, const unsigned char *data, Py_ssize_t n):
         """XXH3-64 of n bytes, as keys.segment_key computes it."""
@@ -765,8 +806,9 @@ cdef class Walker:
         without either; else as `hints` and `layout_classes` give them for the decoded pair
         (a body's classes have no layout form), looked up by the bytes' hash."""
         cdef size_t cls_len = 0, id_len = 0
-        cdef const unsigned char *cls = _attr_bytes(element, b"class", 5, &cls_len)
-        cdef const unsigned char *ident = _attr_bytes(element, b"id", 2, &id_len)
+        cdef const unsigned char *cls
+        cdef const unsigned char *ident
+        _class_and_id(element, &cls, &cls_len, &ident, &id_len)
         if cls_len == 0 and id_len == 0:
             return _NO_CLASS_ID
         cdef Py_ssize_t n = cls_len + 2 + id_len
@@ -777,10 +819,18 @@ cdef class Walker:
         if id_len:
             memcpy(self.cbuf + cls_len + 1, ident, id_len)
         self.cbuf[n - 1] = 1 if body else 0  # a body's entry has no layout form
-        key = self._hash(self.cbuf, n)
-        entry = self.class_ids.get(key)
-        if entry is not None:
-            return <tuple>entry
+        cdef unsigned long long key = self._hash_value(self.cbuf, n)
+        cdef unsigned int at
+        if self.class_slots == NULL:
+            self.class_keys = <unsigned long long *>calloc(CLASS_ID_SLOTS, sizeof(unsigned long long))
+            self.class_slots = <unsigned int *>calloc(CLASS_ID_SLOTS, sizeof(unsigned int))
+            if self.class_keys == NULL or self.class_slots == NULL:
+                raise MemoryError()
+        at = <unsigned int>((key * <unsigned long long>0x9E3779B97F4A7C15) >> (64 - CLASS_ID_SLOTS_BITS))
+        while self.class_slots[at]:
+            if self.class_keys[at] == key:
+                return <tuple>self.class_ids[self.class_slots[at] - 1]
+            at = (at + 1) & (CLASS_ID_SLOTS - 1)
         decoded_cls = PyUnicode_DecodeUTF8(<const char *>cls, cls_len, "replace") if cls_len else ""
         decoded_id = PyUnicode_DecodeUTF8(<const char *>ident, id_len, "replace") if id_len else ""
         pair = (decoded_cls, decoded_id)
@@ -795,8 +845,12 @@ cdef class Walker:
         entry = (bits, (<str>form).encode())
         if n <= CLASS_ID_MAX_BYTES:
             if len(self.class_ids) >= CLASS_IDS_MAX:
-                self.class_ids.clear()
-            self.class_ids[key] = entry
+                self.class_ids = []
+                memset(self.class_slots, 0, CLASS_ID_SLOTS * sizeof(unsigned int))
+                at = <unsigned int>((key * <unsigned long long>0x9E3779B97F4A7C15) >> (64 - CLASS_ID_SLOTS_BITS))
+            self.class_ids.append(entry)
+            self.class_keys[at] = key
+            self.class_slots[at] = len(self.class_ids)
         return entry
 
     cdef int _piece(self, const unsigned char *text, Py_ssize_t m, int edges, long anchor) except -1:
