@@ -23,6 +23,7 @@ from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
+from bisect import bisect_left
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset, strlen
@@ -280,22 +281,16 @@ cdef Py_ssize_t _utf8_chars(const unsigned char *s, Py_ssize_t n) noexcept nogil
         if c < 0x80:
             i += 1
             continue
-        lo = 0x80
-        hi = 0xBF
+        # The second byte's range: narrower after E0 (overlong), ED (surrogates), F0
+        # (overlong) and F4 (past U+10FFFF).
+        lo = 0xA0 if c == 0xE0 else 0x90 if c == 0xF0 else 0x80
+        hi = 0x9F if c == 0xED else 0x8F if c == 0xF4 else 0xBF
         if 0xC2 <= c <= 0xDF:
             need = 1
         elif 0xE0 <= c <= 0xEF:
             need = 2
-            if c == 0xE0:
-                lo = 0xA0
-            elif c == 0xED:
-                hi = 0x9F
         elif 0xF0 <= c <= 0xF4:
             need = 3
-            if c == 0xF0:
-                lo = 0x90
-            elif c == 0xF4:
-                hi = 0x8F
         else:
             return -1
         if i + need >= n:
@@ -466,16 +461,17 @@ cdef inline Py_ssize_t _index_in_sorted(const unsigned long long *a, Py_ssize_t 
 
 
 cdef enum:
-    STOP_SLOTS = 256  # a power of two
+    STOP_SLOTS_BITS = 8
+    STOP_SLOTS = 1 << STOP_SLOTS_BITS
 
 
-cdef inline unsigned int _slot(unsigned long long x) noexcept nogil:
-    """A packed word's first slot in a table of STOP_SLOTS = 2**8 (Fibonacci hashing: the top 8 bits)."""
-    return <unsigned int>((x * <unsigned long long>0x9E3779B97F4A7C15) >> 56)
+cdef inline unsigned int _slot(unsigned long long x, int bits) noexcept nogil:
+    """x's first slot in an open-addressing table of 2**bits slots (Fibonacci hashing: the top bits)."""
+    return <unsigned int>((x * <unsigned long long>0x9E3779B97F4A7C15) >> (64 - bits))
 
 
 cdef inline void _table_add(unsigned long long *table, unsigned long long x) noexcept nogil:
-    cdef unsigned int h = _slot(x)
+    cdef unsigned int h = _slot(x, STOP_SLOTS_BITS)
     while table[h] != 0 and table[h] != x:
         h = (h + 1) & (STOP_SLOTS - 1)
     table[h] = x
@@ -483,7 +479,7 @@ cdef inline void _table_add(unsigned long long *table, unsigned long long x) noe
 
 cdef inline bint _in_table(const unsigned long long *table, unsigned long long x) noexcept nogil:
     """Whether x is in the open-addressing table (x != 0; the table has an empty slot)."""
-    cdef unsigned int h = _slot(x)
+    cdef unsigned int h = _slot(x, STOP_SLOTS_BITS)
     while table[h] != 0:
         if table[h] == x:
             return True
@@ -508,6 +504,13 @@ cdef class _Tag:
     cdef int bits
     cdef bint line        # an inline element that ends a line of text (cues.LINE_TAGS)
     cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
+
+
+cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
+    """splitmix64's finaliser (detectors/clusters.py `mix64`, detectors/layout.py `tagged_key`)."""
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
 
 
 cdef int _by_value(const void *a, const void *b) noexcept nogil:
@@ -757,16 +760,14 @@ cdef class Walker:
         return _grow(&self.text_buf, &self.text_cap, n)
 
     cdef unsigned long long _hash_value(self, const unsigned char *data, Py_ssize_t n) except? 0:
-        """`_hash` as a C integer."""
+        """`_hash` as a C integer: by the loaded XXH3 function, else by `hash64`."""
         if _xxh3 != NULL:
             return _xxh3(data, n)
         return PyLong_AsUnsignedLongLong(self.hash64(PyBytes_FromStringAndSize(<const char *>data, n)))
 
     cdef object _hash(self, const unsigned char *data, Py_ssize_t n):
         """XXH3-64 of n bytes, as keys.segment_key computes it."""
-        if _xxh3 != NULL:
-            return PyLong_FromUnsignedLongLong(_xxh3(data, n))
-        return self.hash64(PyBytes_FromStringAndSize(<const char *>data, n))
+        return PyLong_FromUnsignedLongLong(self._hash_value(data, n))
 
     cdef _Tag _tag(self, void *node, uintptr_t tid):
         """The element's name, kind and inherited bits; None for nodes that are not elements."""
@@ -826,7 +827,7 @@ cdef class Walker:
             self.class_slots = <unsigned int *>calloc(CLASS_ID_SLOTS, sizeof(unsigned int))
             if self.class_keys == NULL or self.class_slots == NULL:
                 raise MemoryError()
-        at = <unsigned int>((key * <unsigned long long>0x9E3779B97F4A7C15) >> (64 - CLASS_ID_SLOTS_BITS))
+        at = _slot(key, CLASS_ID_SLOTS_BITS)
         while self.class_slots[at]:
             if self.class_keys[at] == key:
                 return <tuple>self.class_ids[self.class_slots[at] - 1]
@@ -847,7 +848,7 @@ cdef class Walker:
             if len(self.class_ids) >= CLASS_IDS_MAX:
                 self.class_ids = []
                 memset(self.class_slots, 0, CLASS_ID_SLOTS * sizeof(unsigned int))
-                at = <unsigned int>((key * <unsigned long long>0x9E3779B97F4A7C15) >> (64 - CLASS_ID_SLOTS_BITS))
+                at = _slot(key, CLASS_ID_SLOTS_BITS)
             self.class_ids.append(entry)
             self.class_keys[at] = key
             self.class_slots[at] = len(self.class_ids)
@@ -1458,7 +1459,8 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
             word = 0
             ascii = True
             packable = True
-        if ch == 0xA9 or ((ch == 103 or ch == 71) and not mark and _right_at(data, j, m)):
+        if ch == 0xA9 or ((ch == 103 or ch == 71) and not mark
+                          and _matches_lower_ucs(sizeof(ucs_t), <void *>data, m, j - 2, b"right", 5)):
             mark = True
         if ch >= 128:
             ascii = False
@@ -1480,16 +1482,6 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     acc[6] += comma
     acc[9] += stop
     return mark
-
-
-cdef inline bint _right_at(const ucs_t *data, Py_ssize_t j, Py_ssize_t m) noexcept nogil:
-    """Whether the "g" at data[j] is that of "right", A-Z folded (as `_copyright_mark` reads)."""
-    return 2 <= j and j + 2 < m and _folded(data[j - 2]) == 114 and _folded(data[j - 1]) == 105 \
-        and _folded(data[j + 1]) == 104 and _folded(data[j + 2]) == 116  # r, i; h, t
-
-
-cdef inline uint32_t _folded(uint32_t c) noexcept nogil:
-    return c + 32 if 65 <= c <= 90 else c
 
 
 cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint ascii, bint packable,
@@ -1953,12 +1945,7 @@ def segment_keys(list blocks):
 
 cdef inline unsigned long long _tagged(unsigned long long x, unsigned long long keep, unsigned long long tag) noexcept nogil:
     """detectors/layout.py `tagged_key` of x (the value XORed with its salt already)."""
-    x ^= x >> 30
-    x *= 0xBF58476D1CE4E5B9ULL
-    x ^= x >> 27
-    x *= 0x94D049BB133111EBULL
-    x ^= x >> 31
-    return (x & keep) | tag
+    return (_mix(x) & keep) | tag
 
 
 def layout_keys(list paths, list novel, list parent, list container, list end, Py_ssize_t region,
@@ -2099,8 +2086,8 @@ def aside_blocks(list flags, list nodes, list tag, list parent, list end, list c
             if element <= main < at:
                 at = element + 1  # it holds the main text: the ones inside it may not
                 continue
-            lo = _bisect_nodes(nodes, nb, element)
-            hi = _bisect_nodes(nodes, nb, at)
+            lo = bisect_left(nodes, element, 0, nb)
+            hi = bisect_left(nodes, at, 0, nb)
             if lo == hi:
                 continue
             if total < 0:
@@ -2127,18 +2114,6 @@ def aside_blocks(list flags, list nodes, list tag, list parent, list end, list c
                 break
             at = <Py_ssize_t>parent[at]
     return out
-
-
-cdef Py_ssize_t _bisect_nodes(list nodes, Py_ssize_t n, Py_ssize_t x) except -1:
-    """bisect_left(nodes, x) over the first n of a list of ascending ints."""
-    cdef Py_ssize_t lo = 0, hi = n, mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if <Py_ssize_t>nodes[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 # -- the table's new keys --------------------------------------------------------------------
@@ -2643,12 +2618,6 @@ def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t th
 # -- template clusters: MinHash signatures, LSH bands, agreement ---------------------------
 # detectors/clusters.py computes the same with numpy (its *_python functions, the
 # reference); these save the ~25 small numpy calls a page otherwise costs.
-
-cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
-    return z ^ (z >> 31)
-
 
 def minhash32(keys, bytes salts):
     """The MinHash signature of a set of 64-bit keys: for each salt s (u64 little-endian in
