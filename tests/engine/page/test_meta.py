@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 import pytest
-from detemplate.engine.page.meta import MAX_TITLE_CHARS, page_lang, page_title
+from detemplate.engine.page import compiled
+from detemplate.engine.page.meta import (
+    MAX_TITLE_CHARS,
+    META_PROBES,
+    _checked_meta,
+    base_hrefs_python,
+    http_equiv_metas_python,
+    meta_kernel,
+    page_lang,
+    page_title,
+    root_langs_python,
+    title_text_python,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
 SVG = "<svg><title>A chart of the series</title><rect/></svg>"
@@ -48,3 +62,69 @@ def test_a_long_title_is_cut() -> None:
 ])
 def test_the_declared_language(html: str, lang: str | None) -> None:
     assert page_lang(LexborHTMLParser(html)) == lang
+
+
+# -- the compiled readers (page/_walk.pyx title_text, root_langs, http_equiv_metas, base_hrefs) --
+
+needs_fast = pytest.mark.skipif(compiled.module() is None, reason="the compiled walk is not built here")
+META_TAGS = ["html", "head", "body", "title", "meta", "base", "svg", "noscript", "template", "div", "p", "b"]
+
+
+def readers_agree(html: str) -> None:
+    """The compiled readers give what selectolax's node objects and CSS queries give."""
+    mod = compiled.module()
+    tree = LexborHTMLParser(html)
+    head, body, root = tree.head, tree.body, tree.root
+    address = [0 if node is None else node.mem_id for node in (head, body, root)]
+    assert mod.title_text(address[0], address[2]) == title_text_python(tree)
+    assert mod.base_hrefs(address[0], address[1]) == base_hrefs_python(tree)
+    if root is not None:
+        assert mod.root_langs(root.mem_id) == root_langs_python(root)
+        assert mod.http_equiv_metas(root.mem_id) == http_equiv_metas_python(tree)
+
+
+@needs_fast
+@pytest.mark.parametrize("html", META_PROBES)
+def test_the_compiled_readers_agree_on_the_probes(html: str) -> None:
+    readers_agree(html)
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(META_TAGS).map(lambda t: f"<{t}>"),
+            st.sampled_from(META_TAGS).map(lambda t: f"</{t}>"),
+            st.sampled_from([
+                "<html lang='fr'>", "<html xml:lang=''>", "<HTML LANG=de-AT>",
+                "<meta http-equiv=content-language content='nl, en'>",
+                "<META HTTP-EQUIV='Content-Language'>", "<meta http-equiv>", "<meta content=x http-equiv=' refresh'>",
+                "<base href='/a/'>", "<base>", "<BASE HREF=''>", "<svg><title>in svg</title></svg>", "<title>t</title>",
+                "<title></title>", "<!-- c -->",
+            ]),
+            st.text(min_size=0, max_size=8),
+        ),
+        max_size=40,
+    )
+)
+def test_the_compiled_readers_agree_on_arbitrary_markup(parts: list[str]) -> None:
+    readers_agree("".join(parts))
+
+
+@needs_fast
+def test_the_readers_are_compiled_when_the_walk_is_and_refused_when_they_differ() -> None:
+    mod = compiled.module()
+
+    class Off:
+        root_langs = http_equiv_metas = base_hrefs = staticmethod(lambda *args: [])
+
+        @staticmethod
+        def title_text(head: int, root: int) -> str | None:
+            text = mod.title_text(head, root)
+            return None if text is None else text.upper()  # a title read otherwise
+
+    assert meta_kernel() is mod
+    assert _checked_meta(mod) is mod
+    assert _checked_meta(Off) is None
+    assert _checked_meta(None) is None

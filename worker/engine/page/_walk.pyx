@@ -81,6 +81,7 @@ ctypedef struct lexbor_str:
 
 cdef node_fn _first_child = NULL
 cdef node_fn _next = NULL
+cdef node_fn _parent = NULL
 cdef tag_id_fn _tag_id = NULL
 cdef type_fn _type = NULL
 cdef name_fn _element_name = NULL
@@ -122,7 +123,7 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
 
     Returns None when everything was found, else the reason this walk cannot be used.
     """
-    global _first_child, _next, _tag_id, _type, _element_name, _first_attr, _next_attr
+    global _first_child, _next, _parent, _tag_id, _type, _element_name, _first_attr, _next_attr
     global _attr_name, _attr_value, _text_offset
     cdef bytes path = library.encode()
     cdef void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
@@ -130,7 +131,8 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
         return f"{library} is not loaded"
     symbols = {}
     for name in (
-        b"lxb_dom_node_first_child_noi", b"lxb_dom_node_next_noi", b"lxb_dom_node_tag_id_noi",
+        b"lxb_dom_node_first_child_noi", b"lxb_dom_node_next_noi", b"lxb_dom_node_parent_noi",
+        b"lxb_dom_node_tag_id_noi",
         b"lxb_dom_node_type_noi", b"lxb_dom_element_qualified_name", b"lxb_dom_element_first_attribute_noi",
         b"lxb_dom_element_next_attribute_noi", b"lxb_dom_attr_qualified_name", b"lxb_dom_attr_value_noi",
     ):
@@ -140,6 +142,7 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
         symbols[name] = address
     _first_child = <node_fn><uintptr_t>symbols[b"lxb_dom_node_first_child_noi"]
     _next = <node_fn><uintptr_t>symbols[b"lxb_dom_node_next_noi"]
+    _parent = <node_fn><uintptr_t>symbols[b"lxb_dom_node_parent_noi"]
     _tag_id = <tag_id_fn><uintptr_t>symbols[b"lxb_dom_node_tag_id_noi"]
     _type = <type_fn><uintptr_t>symbols[b"lxb_dom_node_type_noi"]
     _element_name = <name_fn><uintptr_t>symbols[b"lxb_dom_element_qualified_name"]
@@ -2433,6 +2436,156 @@ def block_decisions(list chars, list tchars, bytearray outright, list nodes, lis
         free(model_inside)
         free(kept)
         free(sc)
+
+
+# -- the page's title, language and base URL (page/meta.py, engine/links.py) -----------------
+# What selectolax's node objects and CSS queries answer there, read in C: the Python
+# functions run them where this module is not in use, and page/meta.py compares both on
+# probe pages before it uses these (`meta_kernel`).
+
+cdef bint _named(void *node, const char *name, size_t n) noexcept nogil:
+    """Whether `node` is an element whose qualified name is `name` (`n` bytes)."""
+    cdef size_t length = 0
+    cdef const unsigned char *s
+    if _type(node) != ELEMENT:
+        return False
+    s = _element_name(node, &length)
+    return s != NULL and length == n and memcmp(s, name, n) == 0
+
+
+# The tag ids of <title>, <meta> and <base>, once an element of that name was seen (0
+# before): lexbor's ids of the names it knows are static, the same in every document, and
+# comparing one costs a call where reading the name costs a lookup.
+cdef uintptr_t _title_id = 0, _meta_id = 0, _base_id = 0
+
+
+cdef inline bint _is_tag(void *node, const char *name, size_t n, uintptr_t *known) noexcept nogil:
+    """`_named(node, name, n)`, by the tag id once one such element was seen."""
+    cdef uintptr_t tid = _tag_id(node)
+    if known[0]:
+        return tid == known[0] and _type(node) == ELEMENT
+    if tid == TEXT_ID or not _named(node, name, n):
+        return False
+    if tid < N_CACHED:
+        known[0] = tid
+    return True
+
+
+cdef void *_following(void *node, void *root) noexcept nogil:
+    """The node after `node` in document order, within `root`'s subtree (NULL past its end)."""
+    cdef void *sibling = _first_child(node)
+    if sibling != NULL:
+        return sibling
+    while node != root and node != NULL:
+        sibling = _next(node)
+        if sibling != NULL:
+            return sibling
+        node = _parent(node)
+    return NULL
+
+
+cdef void *_first_named(void *root, const char *name, size_t n, uintptr_t *known) noexcept nogil:
+    """The first element named `name` in `root`'s subtree (root included), in document order."""
+    cdef void *node = root
+    while node != NULL:
+        if _is_tag(node, name, n, known):
+            return node
+        node = _following(node, root)
+    return NULL
+
+
+cdef str _deep_text(void *element):
+    """The element's text nodes' text, in document order (selectolax's `text(deep=True)`)."""
+    cdef void *node = _following(element, element)
+    cdef lexbor_str *s
+    cdef unsigned char *buf = NULL
+    cdef Py_ssize_t cap = 0, n = 0
+    cdef const unsigned char *only = NULL
+    cdef Py_ssize_t only_len = 0, pieces = 0
+    try:
+        while node != NULL:
+            if _tag_id(node) == TEXT_ID:
+                s = <lexbor_str *>(<char *>node + _text_offset)
+                if s.data != NULL:
+                    pieces += 1
+                    if pieces == 1:
+                        only, only_len = s.data, <Py_ssize_t>s.length
+                    else:
+                        if pieces == 2:
+                            _grow(&buf, &cap, only_len)
+                            memcpy(buf, only, only_len)
+                            n = only_len
+                        _grow(&buf, &cap, n + <Py_ssize_t>s.length)
+                        memcpy(buf + n, s.data, s.length)
+                        n += s.length
+            node = _following(node, element)
+        if pieces == 0 or (pieces == 1 and only_len == 0) or (pieces > 1 and n == 0):
+            return ""
+        if pieces == 1:
+            return PyUnicode_DecodeUTF8(<const char *>only, only_len, "replace")
+        return PyUnicode_DecodeUTF8(<const char *>buf, n, "replace")
+    finally:
+        free(buf)
+
+
+cdef object _value(void *element, const char *name, size_t n):
+    """An attribute's value as `attributes` gives it: None when absent or without a value."""
+    cdef size_t length = 0
+    cdef const unsigned char *value = _attr_bytes(element, name, n, &length)
+    if value == NULL:
+        return None
+    return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
+
+
+def title_text(Py_ssize_t head, Py_ssize_t root):
+    """The text of the page's first <title>: the first in the head (the element at address
+    `head`, 0 for none), else the first under the root element at `root` (0: none), as
+    page/meta.py's `_title_node` finds it; None when there is none."""
+    cdef void *node = NULL
+    if head:
+        node = _first_named(<void *>head, b"title", 5, &_title_id)
+    if node == NULL and root:
+        node = _first_named(<void *>root, b"title", 5, &_title_id)
+    if node == NULL:
+        return None
+    return _deep_text(node)
+
+
+def root_langs(Py_ssize_t root):
+    """The root element's `lang` and `xml:lang` values, each None when absent or empty."""
+    return _value(<void *>root, b"lang", 4), _value(<void *>root, b"xml:lang", 8)
+
+
+def http_equiv_metas(Py_ssize_t root):
+    """(http-equiv, content) of each <meta> under the root element at `root` that has an
+    http-equiv value, in document order (the content None where it has none)."""
+    cdef list out = []
+    cdef void *node = <void *>root
+    cdef object equiv
+    while node != NULL:
+        if _is_tag(node, b"meta", 4, &_meta_id):
+            equiv = _value(node, b"http-equiv", 10)
+            if equiv is not None:
+                out.append((equiv, _value(node, b"content", 7)))
+        node = _following(node, <void *>root)
+    return out
+
+
+def base_hrefs(Py_ssize_t head, Py_ssize_t body):
+    """The href values (None where absent or empty) of the <base> children of the head
+    (the element at address `head`, 0 for none) and then of the body (`body`), in order."""
+    cdef list out = []
+    cdef void *node
+    cdef Py_ssize_t parent
+    for parent in (head, body):
+        if not parent:
+            continue
+        node = _first_child(<void *>parent)
+        while node != NULL:
+            if _is_tag(node, b"base", 4, &_base_id):
+                out.append(_value(node, b"href", 4))
+            node = _next(node)
+    return out
 
 
 # -- before parsing: how many tags, how deep they nest ------------------------------------

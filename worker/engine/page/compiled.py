@@ -19,9 +19,10 @@ holds the engine's other compiled loops (the table's per-page update and new key
 scans of the input guards, the page's segment keys, the clusters' path keys and signatures,
 the page-level features, the pagelets' cut and min-hash keys, the layout detector's content
 region, keys and shares, the ballot's tally, the decision's per-block loops and sections
-beside the main text, the verdict loop, link resolution); they are used exactly when the
-module is, those with a floating-point or subtle result (the features, the pagelets, the
-layout's region, keys and shares, the sections, the links) only after they gave their
+beside the main text, the verdict loop, link resolution, the page's title, language and base
+URL); they are used exactly when the module is, those with a floating-point or subtle result
+(the features, the pagelets, the layout's region, keys and shares, the sections, the links,
+the title, language and base URL) only after they gave their
 Python reference's result on a probe (`checked`, `agreeing`). Only the default path form ("tag") and
 walks that do not need selectolax node objects back (`--html`) are compiled.
 """
