@@ -3,6 +3,10 @@ what the held decision keeps, where the output goes, the bound, and the guard.""
 
 from __future__ import annotations
 
+from collections import Counter
+
+import pytest
+from detemplate.engine import firstpages, pipeline
 from detemplate.engine.firstpages import FirstPages, decide_held, process_pages
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams, with_overrides
@@ -139,3 +143,30 @@ def test_a_first_page_the_guard_gives_alone_keeps_its_ballot_of_then() -> None:
     assert [d.page.url for d in out] == [HOME.url, INSTALL.url]
     assert out[0].outcome == decide(HOME, HostTable(params.table), params)
     assert out[0].ballot is not None and not out[0].ballot.held and not out[0].ballot.warm
+
+
+def test_a_held_page_is_walked_once_and_decided_as_if_walked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The decision again takes the page's walk from its arrival (FirstPages.walks): each page
+    # is parsed and walked once, and every output is what a walk anew gives.
+    sites = [make_site(f"w{n}.example", 3, seed=10 + n, layout=("blog", "docs", "news")[n % 3]) for n in range(5)]
+    pages = [sp.page for sp in interleave(*sites)]
+    params = EngineParams()
+    walks: Counter[str] = Counter()
+    walk_page = pipeline.walk_page
+
+    def counted(page: RawPage, *args: object) -> object:
+        walks[page.url] += 1
+        return walk_page(page, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "walk_page", counted)
+    kept = [(d.page.url, d.outcome) for d in process_pages(pages, MemoryStore(), params)]
+    assert sorted(walks.values()) == [1] * len(pages)
+    # Only as many walks as fit in the budget: here the first two hosts' first pages.
+    monkeypatch.setattr(firstpages, "HELD_WALK_CHARS", len(pages[0].html) + len(pages[1].html))
+    walks.clear()
+    assert [(d.page.url, d.outcome) for d in process_pages(pages, MemoryStore(), params)] == kept
+    assert sorted(walks.values()) == [1] * (len(pages) - 3) + [2] * 3
+    # With --html the output changes the tree: the first page is walked again.
+    walks.clear()
+    list(process_pages(pages, MemoryStore(), params, with_html=True))
+    assert sorted(walks.values()) == [1] * (len(pages) - 5) + [2] * 5

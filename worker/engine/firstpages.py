@@ -47,7 +47,7 @@ class Decided(NamedTuple):
 
 def decide_held(
     first: RawPage, alone: Outcome, second: RawPage, params: EngineParams, with_html: bool = False,
-    table: HostTable | None = None, second_walked: WalkedPage | None = None,
+    table: HostTable | None = None, second_walked: WalkedPage | None = None, first_walked: WalkedPage | None = None,
 ) -> tuple[Outcome, Ballot | None]:
     """The host's first page decided on a table of its own holding the second page, then it.
 
@@ -56,11 +56,12 @@ def decide_held(
     verdicts of this decision; or is that outcome, where this decision would keep less than
     1 - `pagelevel.max_new_removed_share` of what it kept. `table`: a fresh table to decide
     on (`detemplate show` reads it after), else one made here; `second_walked`: the second
-    page's walk from its own decision, else it is walked here."""
+    page's walk from its own decision, else it is walked here; `first_walked`: the first
+    page's walk on arrival, walked again where it is None (`pipeline.decide_page`)."""
     if table is None:
         table = HostTable(params.table)
     observe_page(second, table, params, second_walked)
-    outcome, ballot = decide_with_ballot(first, table, params, with_html, held=True)
+    outcome, ballot = decide_with_ballot(first, table, params, with_html, held=True, walked=first_walked)
     if outcome.clean is None or alone.clean is None:  # cannot be: the same page was live on arrival
         return alone, None
     kept_alone = sum([b.chars for b in alone.clean.blocks if b.verdict == CONTENT])
@@ -73,10 +74,17 @@ def decide_held(
     return dataclasses.replace(alone, clean=clean), ballot
 
 
+# The held pages that keep their walk for the decision again (FirstPages.walks), by their
+# HTML's characters together: a walk holds the page's lexbor tree and block tree, 15-16 times
+# its HTML's UTF-8 bytes on ../shared (docs/measurements.md, "A held page's walk kept"), so
+# these walks take about 60 MB of memory at most.
+HELD_WALK_CHARS = 4_000_000
+
+
 class FirstPages:
     """Each host's held first page, in the order they came, for one stream of pages."""
 
-    __slots__ = ("bound", "held", "params", "with_html")
+    __slots__ = ("bound", "held", "params", "walk_chars", "walks", "with_html")
 
     def __init__(self, params: EngineParams, with_html: bool = False) -> None:
         self.params = params
@@ -87,6 +95,11 @@ class FirstPages:
         # positions of lone hosts, `due` at each: 0.09 s against a dict's 0.37 s). Each as
         # decided alone on arrival, `at` its position.
         self.held: OrderedDict[str, Decided] = OrderedDict()
+        # Held pages' walks, by host, while their HTML is at most HELD_WALK_CHARS together: the
+        # decision again uses them rather than parse and walk the page twice; the others are
+        # walked again.
+        self.walks: dict[str, WalkedPage] = {}
+        self.walk_chars = 0
 
     def __len__(self) -> int:
         return len(self.held)
@@ -102,6 +115,7 @@ class FirstPages:
             if first.at + bound >= at:
                 break
             del held[host]
+            self._drop_walk(first.page)
             out.append(first._replace(at=first.at + bound))
         return out
 
@@ -122,15 +136,20 @@ class FirstPages:
             return [Decided(page, outcome, ballot, None, tag)]
         host = page.host
         first = self.held.pop(host, None)
+        first_walked = None if first is None else self._drop_walk(first.page)
         out: list[Decided] = []
         if clean.page_no == 1:  # a first page (or a host starting afresh: its old first page goes alone)
             if first is not None:
                 out.append(first._replace(at=None))
             self.held[host] = Decided(page, outcome, ballot, at, tag)
+            if walked is not None and self.walk_chars + len(page.html) <= HELD_WALK_CHARS:
+                self.walks[host] = walked
+                self.walk_chars += len(page.html)
             return out
         if first is not None:
             again, again_ballot = decide_held(
-                first.page, first.outcome, page, self.params, self.with_html, second_walked=walked
+                first.page, first.outcome, page, self.params, self.with_html, second_walked=walked,
+                first_walked=first_walked,
             )
             if again_ballot is None:  # the guard gave the page as decided alone: its ballot then
                 again_ballot = first.ballot
@@ -138,12 +157,21 @@ class FirstPages:
         out.append(Decided(page, outcome, ballot, None, tag))
         return out
 
+    def _drop_walk(self, page: RawPage) -> WalkedPage | None:
+        """The held `page`'s walk, no longer kept (None where it was not)."""
+        walked = self.walks.pop(page.host, None)
+        if walked is not None:
+            self.walk_chars -= len(page.html)
+        return walked
+
     def flush(self) -> list[Decided]:
         """Every page still held, as decided alone, in input order, each placed after its
         position plus the bound (the end of the input; the stream worker's partition that had
         no message for a while, whose outputs have no places)."""
         out = [f._replace(at=f.at + self.bound) for f in self.held.values() if f.at is not None]
         self.held.clear()
+        self.walks.clear()
+        self.walk_chars = 0
         return out
 
 

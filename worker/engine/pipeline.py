@@ -103,23 +103,28 @@ class Decision(NamedTuple):
 
 
 def decide_with_ballot(
-    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False
+    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False,
+    walked: WalkedPage | None = None,
 ) -> tuple[Outcome, Ballot | None]:
     """`decide`, also handing back the page's ballot (None for a dead page): the evidence
     the decision weighed, which `detemplate eval --loco` replays under other parameters.
     `held`: the page is its host's first, decided once its second is in `table`
-    (engine/firstpages.py)."""
-    decision = decide_page(page, table, params, with_html, held)
+    (engine/firstpages.py); `walked`: its walk on arrival (`decide_page`)."""
+    decision = decide_page(page, table, params, with_html, held, walked)
     return decision.outcome, decision.ballot
 
 
 def decide_page(
-    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False
+    page: RawPage, table: HostTable, params: EngineParams, with_html: bool = False, held: bool = False,
+    walked: WalkedPage | None = None,
 ) -> Decision:
     """`decide_with_ballot`, also handing back the page's walk (a host's held first page is
-    decided again on a table that takes its second page's keys from it: engine/firstpages.py)."""
+    decided again on a table that takes its second page's keys from it: engine/firstpages.py).
+    `walked`: the page's walk from an earlier decision, used again where this one would walk
+    it alike (not for --html, whose output changes the tree: `_strip_template`)."""
     try:
-        walked = walk_page(page, table, params, with_html)
+        if walked is None or with_html or (walked.cues is not None) != needs_cues(table, params):
+            walked = walk_page(page, table, params, with_html)
     except BadInputError as exc:
         return Decision(Outcome(None, DeadPage(page.url, page.host, exc.reason, exc.detail, page.source)), None, None)
     keys = page_keys(walked, table, params)
@@ -152,7 +157,7 @@ def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: 
     tree = parse(page.html, segment)
     text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
     runs: list[int] = []
-    if any(d.needs_cues(table, params) for d in DETECTORS):
+    if needs_cues(table, params):
         # One walk cuts the same blocks as segment_tree and collects the block tree and its cues.
         cues = walk(tree, segment, text_nodes, runs)
         blocks = cues.blocks
@@ -162,6 +167,11 @@ def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: 
     blocks = segment_tree(tree, segment, text_nodes, runs)
     texts = [" ".join([seg[1] for seg in block[1]]) for block in blocks]
     return WalkedPage(tree, blocks, texts, None, text_nodes, runs)
+
+
+def needs_cues(table: HostTable, params: EngineParams) -> bool:
+    """Whether a detector wants the walk's block tree with its cues for a page of this table."""
+    return any(d.needs_cues(table, params) for d in DETECTORS)
 
 
 def page_keys(walked: WalkedPage, table: HostTable, params: EngineParams) -> PageKeys:
