@@ -76,9 +76,10 @@ def decide_held(
 
 # The held pages that keep their walk for the decision again (FirstPages.walks), by their
 # HTML's characters together: a walk holds the page's lexbor tree and block tree, 15-16 times
-# its HTML's UTF-8 bytes on ../shared (docs/measurements.md, "A held page's walk kept"), so
-# these walks take about 60 MB of memory at most.
-HELD_WALK_CHARS = 4_000_000
+# its HTML's UTF-8 bytes on ../shared, so these walks take about 15 MB of memory at most (a
+# stream worker: for each partition). On ../shared/crawl's order that walks 8 of its 124
+# first pages again, against 0 with no bound (docs/measurements.md, "A held page's walk kept").
+HELD_WALK_CHARS = 1_000_000
 
 
 class FirstPages:
