@@ -29,7 +29,7 @@ from detemplate.engine.detectors.pagelevel import (
 )
 from detemplate.engine.errors import BadInputError
 from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
-from detemplate.engine.page import compiled, segment_tree, walk, walk_python
+from detemplate.engine.page import compiled, cues, segment_tree, walk, walk_python
 from detemplate.engine.page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED
 from detemplate.engine.page.tree import PageTree, main_block, node_columns, text_stats
 from detemplate.engine.params import PageletParams, SegmentParams
@@ -217,6 +217,58 @@ def test_class_and_id_looked_up_again_are_what_the_python_walk_reads() -> None:
     for attrs in ("", pairs[0], pairs[1]):
         for _ in range(2):
             assert_same(f"<html><body{attrs}><div{attrs}>{body}</div>{body}</body></html>")
+
+
+_HINT_PIECES = [text for text, _bit, _kind, _class_only in cues.HINT_MARKS] + [
+    "-", "_", " ", "2", "x", "A", "NAV", "\u212a", "\u0130", "\u00e9", "\u00a0", "\u03a3",
+]
+
+
+@needs_fast
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_HINT_PIECES), max_size=6), st.lists(st.sampled_from(_HINT_PIECES), max_size=4))
+def test_the_compiled_hints_are_the_patterns_bits(cls: list[str], ident: list[str]) -> None:
+    pair = ("".join(cls), "".join(ident))
+    assert compiled.hints()(pair) == cues.hints(pair)
+
+
+_CLASS_PIECES = [mark for mark, _bit, _kind, _class_only in cues.VOLATILE_MARKS] + [
+    " ", "\u00a0", "\u2003", "-", "nav", "A", "OPEN", "\u00e9", "\u0662", "x",
+]
+
+
+@needs_fast
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_CLASS_PIECES), max_size=8))
+def test_the_compiled_layout_classes_are_the_patterns(pieces: list[str]) -> None:
+    cls = "".join(pieces)
+    assert compiled.layout_classes()(cls) == cues.layout_form(cls)
+
+
+@needs_fast
+def test_hints_and_layout_classes_go_by_the_compiled_marks_unless_they_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = compiled.hints()
+    assert fast is not cues.hints and type(fast).__name__ == "Hints"
+    assert all(fast(pair) == cues.hints(pair) for pair in cues.hint_probes())
+    # Marks that say less than the patterns (no comments sections) are refused on the probes.
+    compiled.hints.cache_clear()
+    try:
+        monkeypatch.setattr(cues, "HINT_MARKS", tuple(m for m in cues.HINT_MARKS if m[0] != "comments"))
+        assert compiled.hints() is cues.hints
+    finally:
+        monkeypatch.undo()
+        compiled.hints.cache_clear()
+    assert type(compiled.hints()).__name__ == "Hints"
+    # And the layout classes: marks without "open" are refused.
+    assert compiled.layout_classes() is not cues.layout_classes
+    compiled.layout_classes.cache_clear()
+    try:
+        monkeypatch.setattr(cues, "VOLATILE_MARKS", tuple(m for m in cues.VOLATILE_MARKS if m[0] != "open"))
+        assert compiled.layout_classes() is cues.layout_classes
+    finally:
+        monkeypatch.undo()
+        compiled.layout_classes.cache_clear()
+    assert compiled.layout_classes() is not cues.layout_classes
 
 
 @needs_fast

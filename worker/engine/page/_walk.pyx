@@ -2588,6 +2588,135 @@ def base_hrefs(Py_ssize_t head, Py_ssize_t body):
     return out
 
 
+# -- a layout element's class and id hints (page/cues.py `hints`) -----------------------------
+
+cdef class Hints:
+    """`cues.hints` compiled: the hint bits of a (class, id) pair, from marks and words that
+    page/cues.py gives (HINT_MARKS), in one pass over each of the two lower-cased; and, by
+    other marks (VOLATILE_MARKS), `cues.layout_classes` (`layout_form`).
+
+    A mark is a substring (ASCII, from a letter or a digit on) of the class, or of the class
+    or the id; a word is one whole run of letters and digits (kind 0) or of letters (kind 1).
+    The Walker calls them where the pair or the class is in no cache; page/compiled.py uses
+    them only where they gave the Python functions' results on probes.
+    """
+    cdef bytes data  # every mark and word, one after the other
+    cdef Py_ssize_t count  # marks and words
+    cdef Py_ssize_t *start
+    cdef Py_ssize_t *length
+    cdef int *bit
+    cdef unsigned char *kind  # 255: a mark; 0, 1: a word of that kind
+    cdef unsigned char *class_only
+    cdef Py_ssize_t first[37]  # entries starting with letter a + i (digit 0 + i - 26): [first[i], first[i + 1])
+
+    def __cinit__(self):
+        self.start = self.length = NULL
+        self.bit = NULL
+        self.kind = self.class_only = NULL
+
+    def __dealloc__(self):
+        free(self.start)
+        free(self.length)
+        free(self.bit)
+        free(self.kind)
+        free(self.class_only)
+
+    def __init__(self, list entries):
+        """`entries`: (text, bit, kind, class_only) each, text of lower-case ASCII starting
+        with a letter or a digit; kind 255 for a mark, 0 or 1 for a word (of a letter)."""
+        entries = sorted(entries, key=lambda e: (_bucket(ord(e[0][0])) if e[0] else -1, e))
+        cdef Py_ssize_t n = len(entries), k, at = 0
+        self.count = n
+        self.start = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        self.length = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+        self.bit = <int *>malloc((n + 1) * sizeof(int))
+        self.kind = <unsigned char *>malloc(n + 1)
+        self.class_only = <unsigned char *>malloc(n + 1)
+        if self.start == NULL or self.length == NULL or self.bit == NULL or self.kind == NULL or self.class_only == NULL:
+            raise MemoryError()
+        parts = []
+        for k in range(n):
+            text, bit, kind, class_only = entries[k]
+            raw = (<str>text).encode("ascii")
+            if not raw or _bucket(raw[0]) < 0 or (kind != 255 and _bucket(raw[0]) >= 26):
+                raise ValueError(f"a hint mark must start with a lower-case letter or a digit, a word with a letter: {text!r}")
+            self.start[k] = at
+            self.length[k] = len(raw)
+            self.bit[k] = bit
+            self.kind[k] = kind
+            self.class_only[k] = 1 if class_only else 0
+            parts.append(raw)
+            at += len(raw)
+        self.data = b"".join(parts)
+        k = 0
+        cdef int bucket
+        for bucket in range(37):
+            while k < n and _bucket(self.data[self.start[k]]) < bucket:
+                k += 1
+            self.first[bucket] = k
+
+    cdef int _scan(self, const unsigned char *s, Py_ssize_t n, bint is_class) noexcept:
+        cdef int flags = 0
+        cdef Py_ssize_t i, j, k, end
+        cdef unsigned char c
+        cdef const unsigned char *data = <const unsigned char *>self.data
+        cdef int kind
+        cdef int b
+        for i in range(n):  # marks, wherever they start
+            b = _bucket(s[i])
+            if b < 0:
+                continue
+            for k in range(self.first[b], self.first[b + 1]):
+                if self.kind[k] == 255 and (is_class or not self.class_only[k]) and not (flags & self.bit[k]):
+                    if i + self.length[k] <= n and memcmp(s + i, data + self.start[k], self.length[k]) == 0:
+                        flags |= self.bit[k]
+        for kind in range(2):  # words: whole runs of letters and digits (0), of letters (1)
+            i = 0
+            while i < n:
+                c = s[i]
+                if not ((97 <= c <= 122) or (kind == 0 and 48 <= c <= 57)):
+                    i += 1
+                    continue
+                end = i + 1
+                while end < n and ((97 <= s[end] <= 122) or (kind == 0 and 48 <= s[end] <= 57)):
+                    end += 1
+                if 97 <= c <= 122:
+                    for k in range(self.first[c - 97], self.first[c - 96]):  # words start with a letter
+                        if (self.kind[k] == kind and self.length[k] == end - i and (is_class or not self.class_only[k])
+                                and memcmp(s + i, data + self.start[k], end - i) == 0):
+                            flags |= self.bit[k]
+                i = end
+        return flags
+
+    def __call__(self, tuple pair):
+        cdef bytes cls = (<str>pair[0]).lower().encode("utf-8", "surrogatepass")
+        cdef bytes ident = (<str>pair[1]).lower().encode("utf-8", "surrogatepass")
+        return (self._scan(<const unsigned char *>cls, len(cls), True)
+                | self._scan(<const unsigned char *>ident, len(ident), False))
+
+    def layout_form(self, str cls):
+        """`cues.layout_classes` by these marks (a volatile class name holds one): the class
+        names that hold none, sorted, each after a dot; empty for none."""
+        cdef set kept = set()
+        cdef bytes raw
+        for name in cls.split():
+            raw = (<str>name).encode("utf-8", "surrogatepass")
+            if not self._scan(<const unsigned char *>raw, len(raw), True):
+                kept.add(name)
+        if not kept:
+            return ""
+        return "." + ".".join(sorted(kept))
+
+
+cdef inline int _bucket(unsigned char c) noexcept nogil:
+    """A mark's first character's bucket: a-z 0-25, 0-9 26-35, else -1."""
+    if 97 <= c <= 122:
+        return c - 97
+    if 48 <= c <= 57:
+        return c - 48 + 26
+    return -1
+
+
 # -- before parsing: how many tags, how deep they nest ------------------------------------
 
 cdef extern from *:

@@ -20,9 +20,10 @@ scans of the input guards, the page's segment keys, the clusters' path keys and 
 the page-level features, the pagelets' cut and min-hash keys, the layout detector's content
 region, keys and shares, the ballot's tally, the decision's per-block loops and sections
 beside the main text, the verdict loop, link resolution, the page's title, language and base
-URL); they are used exactly when the module is, those with a floating-point or subtle result
-(the features, the pagelets, the layout's region, keys and shares, the sections, the links,
-the title, language and base URL) only after they gave their
+URL, a class and id's hints and layout form); they are used exactly when the module is, those
+with a floating-point or subtle result (the features, the pagelets, the layout's region, keys
+and shares, the sections, the links, the title, language and base URL, the hints and layout
+forms) only after they gave their
 Python reference's result on a probe (`checked`, `agreeing`). Only the default path form ("tag") and
 walks that do not need selectolax node objects back (`--html`) are compiled.
 """
@@ -142,9 +143,9 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
     try:
         fast = mod.Walker(
             block_tags, skip_tags, cues.INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
-            cues.hints, cues.HINTS, cues.LUT.tobytes(), frozenset(cues.CLOSERS),
+            hints(), cues.HINTS, cues.LUT.tobytes(), frozenset(cues.CLOSERS),
             cues.STOPWORDS, cues.COPYRIGHT_MARKS, cues.TAG_INDEX, cues.N_TAGS - 1,
-            cues.LINE_TAGS, cues.has_word, cues.layout_classes, cues.LAYOUT_CLASSES,
+            cues.LINE_TAGS, cues.has_word, layout_classes(), cues.LAYOUT_CLASSES,
         )
         disagreement = _check(fast, block_tags, skip_tags)
     except Exception as exc:  # a build that does not fit this source: the Python walk runs
@@ -153,6 +154,39 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
         _reason = disagreement
         return None
     return fast
+
+
+@cache
+def hints() -> Callable[[tuple[str, str]], int]:
+    """`cues.hints`, compiled (_walk.pyx `Hints`) where it gives `cues.hint_bits`'s bits on
+    `cues.hint_probes()`; else `cues.hints` itself. Chosen once, at first use."""
+    mod = module()
+    if mod is None or not hasattr(mod, "Hints"):
+        return cues.hints
+    try:
+        fast = mod.Hints(list(cues.HINT_MARKS))
+        if all(fast(pair) == cues.hint_bits(pair) for pair in cues.hint_probes()):
+            return fast  # type: ignore[no-any-return]
+    except Exception:  # a build that does not fit this source: the Python hints run
+        pass
+    return cues.hints
+
+
+@cache
+def layout_classes() -> Callable[[str], str]:
+    """`cues.layout_classes`, compiled (_walk.pyx `Hints.layout_form`, by cues.VOLATILE_MARKS)
+    where it gives `cues.layout_form`'s results on `cues.layout_probes()`; else
+    `cues.layout_classes` itself. Chosen once, at first use."""
+    mod = module()
+    if mod is None or not hasattr(mod, "Hints"):
+        return cues.layout_classes
+    try:
+        fast = mod.Hints(list(cues.VOLATILE_MARKS)).layout_form
+        if all(fast(cls) == cues.layout_form(cls) for cls in cues.layout_probes()):
+            return fast  # type: ignore[no-any-return]
+    except Exception:  # a build that does not fit this source: the Python function runs
+        pass
+    return cues.layout_classes
 
 
 def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> str:

@@ -155,6 +155,41 @@ _OTHER_CLASS_RE = re.compile(
 )
 
 
+# The same patterns spelled out as marks (substrings) and words (whole runs of letters and
+# digits, kind 0, or of letters, kind 1), for the compiled `hints` (page/_walk.pyx Hints):
+# (text, bit, kind, class only). page/compiled.py uses it only where it gives `hints`'s bits
+# on `hint_probes()`.
+MARK = 255
+HINT_MARKS: tuple[tuple[str, int, int, bool], ...] = (
+    *((part, F_THINT, MARK, False) for part in _TEMPLATE_PARTS),
+    *((word, F_THINT, 0, False) for word in sorted(TEMPLATE_WORDS)),
+    *((part, F_CHINT, MARK, False) for part in _CONTENT_PARTS),
+    *((word, F_CHINT, 0, False) for word in sorted(CONTENT_WORDS)),
+    *((mark, F_COMMENTS, MARK, True) for mark in ("comments", "commentlist", "comment-list", "comment_list", "disqus")),
+    *((mark, F_RELATED, MARK, True) for mark in (
+        "related", "recommend", "popular", "trending", "mostread", "most-read", "more-stories", "outbrain", "taboola",
+        "also-read",
+    )),
+    *((mark, F_OTHER, MARK, True) for mark in (
+        "galler", "slideshow", "carousel", "slider", "byline",
+        *(f"author{dash}{what}" for dash in ("", "-") for what in ("bio", "info", "desc")),
+        *(f"about{dash}{the}author" for dash in ("", "-") for the in ("", "the", "the-")),
+    )),
+    *((word, F_OTHER, 1, True) for word in ("modal", "dialog")),
+)
+
+
+def hint_probes() -> list[tuple[str, str]]:
+    """(class, id) pairs on which the compiled hints must give `hints`'s bits: every mark and
+    word alone, between a dash and a digit, inside letters, cut short and upper-cased, in the
+    class and in the id (about 1,500: 10 ms, once a process)."""
+    pairs: list[tuple[str, str]] = [("", ""), ("İstanbul K-nav", "\u212aoo"), ("é-menu", "navé")]
+    for text, _bit, _kind, _class_only in HINT_MARKS:
+        for shaped in (text, f"a-{text}2", f"x{text}s", text[:-1], text.upper()):
+            pairs += [(shaped, ""), ("", shaped)]
+    return pairs
+
+
 HINTS: dict[tuple[str, str], int] = {}  # (class, id) -> hint bits, a plain dict: faster than lru_cache
 HINTS_MAX = 1 << 17
 # Only short pairs are cached, so the cache is bounded in bytes too (about 40 MB at most):
@@ -172,16 +207,39 @@ LAYOUT_CLASSES: dict[str, str] = {}  # class attribute -> its layout form, a bou
 _LAYOUT_CLASSES_MAX = 1 << 15
 
 
+# The same as marks (any of them in a class name makes it volatile), for the compiled
+# `layout_classes` (page/_walk.pyx Hints.layout_form).
+VOLATILE_MARKS: tuple[tuple[str, int, int, bool], ...] = tuple(
+    (mark, 1, MARK, True)
+    for mark in (*_VOLATILE_CLASS.pattern.split("|")[:-1], *"0123456789")
+)
+
+
 def layout_classes(cls: str) -> str:
-    """An element's classes as a layout path names them: sorted, volatile ones left out,
-    each after a dot; empty for none."""
-    kept = sorted({c for c in cls.split() if not _VOLATILE_CLASS.search(c)})
-    form = "." + ".".join(kept) if kept else ""
+    """`layout_form`, kept in LAYOUT_CLASSES."""
+    form = layout_form(cls)
     if len(cls) <= HINTS_MAX_CHARS:
         if len(LAYOUT_CLASSES) >= _LAYOUT_CLASSES_MAX:
             LAYOUT_CLASSES.clear()
         LAYOUT_CLASSES[cls] = form
     return form
+
+
+def layout_form(cls: str) -> str:
+    """An element's classes as a layout path names them: sorted, volatile ones left out,
+    each after a dot; empty for none."""
+    kept = sorted({c for c in cls.split() if not _VOLATILE_CLASS.search(c)})
+    return "." + ".".join(kept) if kept else ""
+
+
+def layout_probes() -> list[str]:
+    """Class attributes on which the compiled `layout_classes` must give `layout_form`'s."""
+    names = _VOLATILE_CLASS.pattern.split("|")[:-1]  # the pattern's own words, then digits below
+    return [
+        "", " ", "nav main", "b a a", "x\u00a0y\u2003z", "caf\u00e9 \u00fcber", "Active ACTIVE", "item-7 menu",
+        *(f"x-{name}-y {name.upper()} k{name} {name}s" for name in names), " ".join(names), "\u0661\u0662 x",
+        "a1", "9", "x0y",
+    ]
 
 
 # Elements that end a line of text inside a block: a text segment is the run of text
@@ -198,6 +256,16 @@ def has_word(text: str) -> bool:
 
 
 def hints(pair: tuple[str, str]) -> int:
+    """Hint flag bits of one element's class and id (`hint_bits`), kept in HINTS."""
+    flags = hint_bits(pair)
+    if len(pair[0]) + len(pair[1]) < HINTS_MAX_CHARS:
+        if len(HINTS) >= HINTS_MAX:
+            HINTS.clear()
+        HINTS[pair] = flags
+    return flags
+
+
+def hint_bits(pair: tuple[str, str]) -> int:
     """Hint flag bits of one element's class and id: whole words, or telling parts of words."""
     text = f"{pair[0]} {pair[1]}".lower()
     flags = F_THINT if _TEMPLATE_RE.search(text) else 0
@@ -210,10 +278,6 @@ def hints(pair: tuple[str, str]) -> int:
         flags |= F_RELATED
     if _OTHER_CLASS_RE.search(cls):
         flags |= F_OTHER
-    if len(text) <= HINTS_MAX_CHARS:
-        if len(HINTS) >= HINTS_MAX:
-            HINTS.clear()
-        HINTS[pair] = flags
     return flags
 
 
