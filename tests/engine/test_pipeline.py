@@ -424,3 +424,26 @@ def test_a_removed_block_between_two_runs_of_a_kept_one_parts_them() -> None:
     assert kept_text_python(blocks, texts, runs, [False, False], texts) == "one two\nshare this\nthree"
     assert kept_text_python(blocks, texts, runs, [True, False], ["share this"]) == "share this"
     assert kept_text_python(blocks, texts, [], [False, False], texts) == "one two three\nshare this"  # no runs
+
+
+def test_forgetting_the_caches_empties_them_and_changes_no_decision() -> None:
+    from detemplate.engine import links
+    from detemplate.engine.detectors import clusters
+    from detemplate.engine.page import cues
+    from detemplate.engine.pipeline import forget_caches
+
+    params = EngineParams()
+    pages = [sp.page for sp in interleave(*(make_site(f"f{n}.example", 4, seed=n) for n in range(3)))]
+
+    def outcomes() -> list[object]:
+        store = MemoryStore()
+        return [process_page(page, store, params) for page in pages]
+
+    first = outcomes()
+    again = outcomes()  # with the caches full
+    caches = (cues.HINTS, cues.LAYOUT_CLASSES, links._RESOLVED, clusters._PATH_KEYS)
+    for cache in caches:
+        cache["sentinel"] = 0  # type: ignore[index]
+    forget_caches(params)
+    assert not any("sentinel" in cache for cache in caches)
+    assert first == again == outcomes()

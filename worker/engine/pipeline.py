@@ -29,7 +29,9 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from . import links
 from .decision import decide_blocks
+from .detectors import clusters, layout
 from .detectors.base import Ballot, Contribution, Detector, SegmentKeys, WalkedPage
 from .detectors.clusters import CLUSTERS, cluster_events, host_clusters
 from .detectors.layout import LAYOUT
@@ -49,7 +51,7 @@ from .model import (
     RawPage,
     TemplateEvent,
 )
-from .page import compiled, parse, segment_tree, walk
+from .page import compiled, cues, parse, segment_tree, walk
 from .page.meta import page_lang, page_title
 from .params import EngineParams
 from .table import HostTable
@@ -358,6 +360,22 @@ def process_decision(page: RawPage, store: TableStore, params: EngineParams, wit
     if decision.outcome.clean is not None:
         store.put(page.host, table)
     return decision
+
+
+def forget_caches(params: EngineParams) -> None:
+    """Empty the bounded caches the engine keeps across pages, of what it read on them: class
+    and id hints and layout class forms (page/cues.py, and the compiled walker's own, whose
+    walker is made anew), resolved links, block path keys and tagged layout keys. What a page
+    costs then is what it costs in a first pass over such pages; `detemplate bench` empties
+    them before each round of the detector, whose rounds go over the same pages again."""
+    cues.HINTS.clear()
+    cues.LAYOUT_CLASSES.clear()
+    links._RESOLVED.clear()
+    clusters._PATH_KEYS.clear()
+    layout._path_keys.cache_clear()
+    layout._container_key.cache_clear()
+    compiled.walker.cache_clear()
+    compiled.walker(params.segment.block_tags, params.segment.skip_tags)  # made now, not in the first page's time
 
 
 def split_links(
