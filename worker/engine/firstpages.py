@@ -78,7 +78,8 @@ def decide_held(
 # HTML's characters together: a walk holds the page's lexbor tree and block tree, 15-16 times
 # its HTML's UTF-8 bytes on ../shared, so these walks take about 15 MB of memory at most (a
 # stream worker: for each partition). On ../shared/crawl's order that walks 8 of its 124
-# first pages again, against 0 with no bound (docs/measurements.md, "A held page's walk kept").
+# first pages again, against 0 with no bound (docs/measurements.md, "A first pass a seventh
+# cheaper").
 HELD_WALK_CHARS = 1_000_000
 
 

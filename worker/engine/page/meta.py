@@ -8,10 +8,11 @@ the ``<meta http-equiv>`` elements (``content-language``). Nothing is guessed: a
 declares no language has none.
 
 Where the compiled walk is in use, its `title_text`, `root_langs` and `http_equiv_metas` (and
-engine/links.py's `base_hrefs`) read these in C (`meta_kernel`): selectolax's node objects and
-CSS queries, which the Python functions here use, cost 30 us a page on ../shared/crawl
-(docs/measurements.md). They are used only after they gave the Python functions' answers on
-the probe pages below.
+engine/links.py's `base_hrefs`, from `base_hrefs` here) read these in C (`meta_kernel`):
+selectolax's node objects and CSS queries, which the Python functions here use, cost 24-26 us a
+page on ../shared/crawl, the C readers 14-15 (docs/measurements.md, "A first pass a seventh
+cheaper"). They are used only after they gave the Python functions' answers on the probe
+pages below.
 """
 
 from __future__ import annotations
