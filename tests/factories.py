@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from detemplate.engine.model import RawPage
 from detemplate.tools.samples import SitePage, gold_text, interleave, make_site, norm, write_jsonl, write_warc
+from hypothesis import strategies as st
 
-__all__ = ["SitePage", "gold_text", "interleave", "make_page", "make_site", "norm", "write_jsonl", "write_warc"]
+__all__ = [
+    "SitePage", "gold_text", "interleave", "make_page", "make_site", "markup", "norm", "write_jsonl", "write_warc",
+]
 
 _DEFAULT_HTML = (
     "<html><head><title>t</title></head><body>"
@@ -22,3 +27,10 @@ def make_page(**overrides: str) -> RawPage:
     return RawPage(**fields)
 
 
+
+
+def markup(tags: Sequence[str], *pieces: st.SearchStrategy[str], max_size: int) -> st.SearchStrategy[str]:
+    """Markup for property tests: up to `max_size` opening and closing tags of `tags` and `pieces`, joined."""
+    opening = st.sampled_from(tags).map(lambda t: f"<{t}>")
+    closing = st.sampled_from(tags).map(lambda t: f"</{t}>")
+    return st.lists(st.one_of(opening, closing, *pieces), max_size=max_size).map("".join)

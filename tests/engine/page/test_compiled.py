@@ -13,6 +13,7 @@ import subprocess
 import sys
 import unicodedata
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,6 +40,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 from xxhash import xxh3_64_intdigest
+
+from tests.factories import markup
 
 PARAMS = SegmentParams()
 FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
@@ -164,24 +167,21 @@ def test_the_public_functions_use_the_compiled_walk_with_the_same_result() -> No
 @needs_fast
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    st.lists(
-        st.one_of(
-            st.sampled_from(TAGS).map(lambda t: f"<{t}>"),
-            st.sampled_from(TAGS).map(lambda t: f"</{t}>"),
-            st.sampled_from(['<a href="/x">', '<a href="">', '<div class="nav footer">', '<p id="content">']),
-            st.text(min_size=0, max_size=12),
-            st.sampled_from(["\u00a0", "\u2003", "\u3000", "\x85", "\x1f", "\x0b", " \n\t", "&nbsp;", "<!-- c -->"]),
-            st.sampled_from(
-                ["The end. ", "And the", "Für más è", "© 2026", "COPYRIGHT", "All Rights Reserved", "İstanbul",
-                 "a | b · c » d", "1,2;3:4!5?", 'He said "x."', "(so)", "a\x00b the\x00"]
-            ),
+    markup(
+        TAGS,
+        st.sampled_from(['<a href="/x">', '<a href="">', '<div class="nav footer">', '<p id="content">']),
+        st.text(min_size=0, max_size=12),
+        st.sampled_from(["\u00a0", "\u2003", "\u3000", "\x85", "\x1f", "\x0b", " \n\t", "&nbsp;", "<!-- c -->"]),
+        st.sampled_from(
+            ["The end. ", "And the", "Für más è", "© 2026", "COPYRIGHT", "All Rights Reserved", "İstanbul",
+             "a | b · c » d", "1,2;3:4!5?", 'He said "x."', "(so)", "a\x00b the\x00"]
         ),
         max_size=60,
     )
 )
-@example(parts=['<a href="/x">', "\r", "</a>", ":", "<a>", "\r"])  # a pagelet whose only text is no segment
-def test_the_walks_agree_on_arbitrary_markup(parts: list[str]) -> None:
-    assert_same("".join(parts))
+@example(html='<a href="/x">\r</a>:<a>\r')  # a pagelet whose only text is no segment
+def test_the_walks_agree_on_arbitrary_markup(html: str) -> None:
+    assert_same(html)
 
 
 @needs_fast
@@ -245,30 +245,27 @@ def test_the_compiled_layout_classes_are_the_patterns(pieces: list[str]) -> None
     assert compiled.layout_classes()(cls) == cues.layout_form(cls)
 
 
+def _refused_without(monkeypatch: pytest.MonkeyPatch, chooser: Any, marks: str, dropped: str, python: Any) -> None:
+    """`chooser` (one of compiled.py's cached choices) refuses the compiled marks when cues'
+    `marks` lack `dropped` (the probes find them saying less than the patterns)."""
+    assert chooser() is not python
+    chooser.cache_clear()
+    try:
+        monkeypatch.setattr(cues, marks, tuple(m for m in getattr(cues, marks) if m[0] != dropped))
+        assert chooser() is python
+    finally:
+        monkeypatch.undo()
+        chooser.cache_clear()
+    assert chooser() is not python
+
+
 @needs_fast
 def test_hints_and_layout_classes_go_by_the_compiled_marks_unless_they_differ(monkeypatch: pytest.MonkeyPatch) -> None:
     fast = compiled.hints()
     assert fast is not cues.hints and type(fast).__name__ == "Hints"
     assert all(fast(pair) == cues.hints(pair) for pair in cues.hint_probes())
-    # Marks that say less than the patterns (no comments sections) are refused on the probes.
-    compiled.hints.cache_clear()
-    try:
-        monkeypatch.setattr(cues, "HINT_MARKS", tuple(m for m in cues.HINT_MARKS if m[0] != "comments"))
-        assert compiled.hints() is cues.hints
-    finally:
-        monkeypatch.undo()
-        compiled.hints.cache_clear()
-    assert type(compiled.hints()).__name__ == "Hints"
-    # And the layout classes: marks without "open" are refused.
-    assert compiled.layout_classes() is not cues.layout_classes
-    compiled.layout_classes.cache_clear()
-    try:
-        monkeypatch.setattr(cues, "VOLATILE_MARKS", tuple(m for m in cues.VOLATILE_MARKS if m[0] != "open"))
-        assert compiled.layout_classes() is cues.layout_classes
-    finally:
-        monkeypatch.undo()
-        compiled.layout_classes.cache_clear()
-    assert compiled.layout_classes() is not cues.layout_classes
+    _refused_without(monkeypatch, compiled.hints, "HINT_MARKS", "comments", cues.hints)
+    _refused_without(monkeypatch, compiled.layout_classes, "VOLATILE_MARKS", "open", cues.layout_classes)
 
 
 @needs_fast
