@@ -2512,18 +2512,16 @@ cdef str _deep_text(void *element):
                         only, only_len = s.data, <Py_ssize_t>s.length
                     else:
                         if pieces == 2:
-                            _grow(&buf, &cap, only_len)
+                            _grow(&buf, &cap, only_len + 1)
                             memcpy(buf, only, only_len)
                             n = only_len
-                        _grow(&buf, &cap, n + <Py_ssize_t>s.length)
+                        _grow(&buf, &cap, n + <Py_ssize_t>s.length + 1)
                         memcpy(buf + n, s.data, s.length)
                         n += s.length
             node = _following(node, element)
-        if pieces == 0 or (pieces == 1 and only_len == 0) or (pieces > 1 and n == 0):
-            return ""
-        if pieces == 1:
+        if pieces == 1:  # the common case: a title's one text node, decoded where it lies
             return PyUnicode_DecodeUTF8(<const char *>only, only_len, "replace")
-        return PyUnicode_DecodeUTF8(<const char *>buf, n, "replace")
+        return PyUnicode_DecodeUTF8(<const char *>buf, n, "replace") if n else ""
     finally:
         free(buf)
 
@@ -2657,7 +2655,7 @@ cdef class Hints:
 
     cdef int _scan(self, const unsigned char *s, Py_ssize_t n, bint is_class) noexcept:
         cdef int flags = 0
-        cdef Py_ssize_t i, j, k, end
+        cdef Py_ssize_t i, k, end
         cdef unsigned char c
         cdef const unsigned char *data = <const unsigned char *>self.data
         cdef int kind
