@@ -333,6 +333,16 @@ cdef const unsigned char *_attr_bytes(void *element, const char *wanted, size_t 
     return NULL
 
 
+cdef object _attr_str(void *element, const char *wanted, size_t wanted_len):
+    """`_attr_bytes` as a str (U+FFFD for bad bytes), as selectolax's `attributes` gives it:
+    None when the attribute is absent or has no value."""
+    cdef size_t length = 0
+    cdef const unsigned char *value = _attr_bytes(element, wanted, wanted_len, &length)
+    if value == NULL:
+        return None
+    return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
+
+
 cdef void _class_and_id(void *element, const unsigned char **cls, size_t *cls_len, const unsigned char **ident,
                         size_t *id_len) noexcept nogil:
     """`_attr_bytes` of "class" and of "id" in one pass over the element's attributes."""
@@ -797,14 +807,6 @@ cdef class Walker:
             self.cached[tid] = info
         return info
 
-    cdef object _attr(self, void *element, const char *wanted, size_t wanted_len):
-        """An attribute's value (str, U+FFFD for bad bytes), or None when it is absent."""
-        cdef size_t length = 0
-        cdef const unsigned char *value = _attr_bytes(element, wanted, wanted_len, &length)
-        if value == NULL:
-            return None
-        return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
-
     cdef tuple _class_id(self, void *element, bint body):
         """The hint bits and layout form (UTF-8) of a layout element's class and id: (0, b"")
         without either; else as `hints` and `layout_classes` give them for the decoded pair
@@ -1121,7 +1123,7 @@ cdef class Walker:
             child_anchor = anchor
             if info.bits & F_IN_A:
                 own_links += 1
-                href = self._attr(child, b"href", 4)
+                href = _attr_str(child, b"href", 4)
                 if href:
                     PyList_Append(self.anchors, (blk, href))
                 if anchor < 0:
@@ -2526,15 +2528,6 @@ cdef str _deep_text(void *element):
         free(buf)
 
 
-cdef object _value(void *element, const char *name, size_t n):
-    """An attribute's value as `attributes` gives it: None when absent or without a value."""
-    cdef size_t length = 0
-    cdef const unsigned char *value = _attr_bytes(element, name, n, &length)
-    if value == NULL:
-        return None
-    return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
-
-
 def title_text(Py_ssize_t head, Py_ssize_t root):
     """The text of the page's first <title>: the first in the head (the element at address
     `head`, 0 for none), else the first under the root element at `root` (0: none), as
@@ -2551,7 +2544,7 @@ def title_text(Py_ssize_t head, Py_ssize_t root):
 
 def root_langs(Py_ssize_t root):
     """The root element's `lang` and `xml:lang` values, each None when absent or empty."""
-    return _value(<void *>root, b"lang", 4), _value(<void *>root, b"xml:lang", 8)
+    return _attr_str(<void *>root, b"lang", 4), _attr_str(<void *>root, b"xml:lang", 8)
 
 
 def http_equiv_metas(Py_ssize_t root):
@@ -2562,9 +2555,9 @@ def http_equiv_metas(Py_ssize_t root):
     cdef object equiv
     while node != NULL:
         if _is_tag(node, b"meta", 4, &_meta_id):
-            equiv = _value(node, b"http-equiv", 10)
+            equiv = _attr_str(node, b"http-equiv", 10)
             if equiv is not None:
-                out.append((equiv, _value(node, b"content", 7)))
+                out.append((equiv, _attr_str(node, b"content", 7)))
         node = _following(node, <void *>root)
     return out
 
@@ -2581,7 +2574,7 @@ def base_hrefs(Py_ssize_t head, Py_ssize_t body):
         node = _first_child(<void *>parent)
         while node != NULL:
             if _is_tag(node, b"base", 4, &_base_id):
-                out.append(_value(node, b"href", 4))
+                out.append(_attr_str(node, b"href", 4))
             node = _next(node)
     return out
 

@@ -160,16 +160,10 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
 def hints() -> Callable[[tuple[str, str]], int]:
     """`cues.hints`, compiled (_walk.pyx `Hints`) where it gives `cues.hint_bits`'s bits on
     `cues.hint_probes()`; else `cues.hints` itself. Chosen once, at first use."""
-    mod = module()
-    if mod is None or not hasattr(mod, "Hints"):
-        return cues.hints
-    try:
-        fast = mod.Hints(list(cues.HINT_MARKS))
-        if all(fast(pair) == cues.hint_bits(pair) for pair in cues.hint_probes()):
-            return fast  # type: ignore[no-any-return]
-    except Exception:  # a build that does not fit this source: the Python hints run
-        pass
-    return cues.hints
+    return _by_marks(  # type: ignore[no-any-return]
+        lambda mod: mod.Hints(list(cues.HINT_MARKS)), cues.hints,
+        lambda fast: all(fast(pair) == cues.hint_bits(pair) for pair in cues.hint_probes()),
+    )
 
 
 @cache
@@ -177,16 +171,26 @@ def layout_classes() -> Callable[[str], str]:
     """`cues.layout_classes`, compiled (_walk.pyx `Hints.layout_form`, by cues.VOLATILE_MARKS)
     where it gives `cues.layout_form`'s results on `cues.layout_probes()`; else
     `cues.layout_classes` itself. Chosen once, at first use."""
+    return _by_marks(  # type: ignore[no-any-return]
+        lambda mod: mod.Hints(list(cues.VOLATILE_MARKS)).layout_form, cues.layout_classes,
+        lambda fast: all(fast(cls) == cues.layout_form(cls) for cls in cues.layout_probes()),
+    )
+
+
+def _by_marks(make: Callable[[Any], Any], python: Any, agrees: Callable[[Any], bool]) -> Any:
+    """What `make` builds from the module's `Hints` where it `agrees` with the Python function
+    on its probes; else `python`, which also runs where the module is not in use or does not
+    fit this source."""
     mod = module()
     if mod is None or not hasattr(mod, "Hints"):
-        return cues.layout_classes
+        return python
     try:
-        fast = mod.Hints(list(cues.VOLATILE_MARKS)).layout_form
-        if all(fast(cls) == cues.layout_form(cls) for cls in cues.layout_probes()):
-            return fast  # type: ignore[no-any-return]
-    except Exception:  # a build that does not fit this source: the Python function runs
+        fast = make(mod)
+        if agrees(fast):
+            return fast
+    except Exception:
         pass
-    return cues.layout_classes
+    return python
 
 
 def _check(fast: Any, block_tags: frozenset[str], skip_tags: frozenset[str]) -> str:

@@ -209,9 +209,9 @@ _LAYOUT_CLASSES_MAX = 1 << 15
 
 # The same as marks (any of them in a class name makes it volatile), for the compiled
 # `layout_classes` (page/_walk.pyx Hints.layout_form).
+_VOLATILE_NAMES = _VOLATILE_CLASS.pattern.split("|")[:-1]  # the pattern's words; its last part is the digits
 VOLATILE_MARKS: tuple[tuple[str, int, int, bool], ...] = tuple(
-    (mark, 1, MARK, True)
-    for mark in (*_VOLATILE_CLASS.pattern.split("|")[:-1], *"0123456789")
+    (mark, 1, MARK, True) for mark in (*_VOLATILE_NAMES, *"0123456789")
 )
 
 
@@ -234,10 +234,10 @@ def layout_form(cls: str) -> str:
 
 def layout_probes() -> list[str]:
     """Class attributes on which the compiled `layout_classes` must give `layout_form`'s."""
-    names = _VOLATILE_CLASS.pattern.split("|")[:-1]  # the pattern's own words, then digits below
     return [
         "", " ", "nav main", "b a a", "x\u00a0y\u2003z", "caf\u00e9 \u00fcber", "Active ACTIVE", "item-7 menu",
-        *(f"x-{name}-y {name.upper()} k{name} {name}s" for name in names), " ".join(names), "\u0661\u0662 x",
+        *(f"x-{name}-y {name.upper()} k{name} {name}s" for name in _VOLATILE_NAMES), " ".join(_VOLATILE_NAMES),
+        "\u0661\u0662 x",
         "a1", "9", "x0y",
     ]
 

@@ -8,7 +8,7 @@ the ``<meta http-equiv>`` elements (``content-language``). Nothing is guessed: a
 declares no language has none.
 
 Where the compiled walk is in use, its `title_text`, `root_langs` and `http_equiv_metas` (and
-engine/links.py's `base_hrefs`, from `base_hrefs` here) read these in C (`meta_kernel`):
+`base_hrefs`, for engine/links.py) read these in C (`meta_kernel`):
 selectolax's node objects and CSS queries, which the Python functions here use, cost 24-26 us a
 page on ../shared/crawl, the C readers 14-15 (docs/measurements.md, "A first pass a seventh
 cheaper"). They are used only after they gave the Python functions' answers on the probe
@@ -153,6 +153,13 @@ def _meta_agrees(mod: Any) -> bool:
         if mod.base_hrefs(_address(head), _address(body)) != base_hrefs_python(tree):
             return False
     return True
+
+
+def base_hrefs(tree: LexborHTMLParser) -> list[str | None]:
+    """The href values of the <base> children of the head and then of the body (engine/links.py
+    `base_url` takes the first that is not blank)."""
+    mod = meta_kernel()
+    return base_hrefs_python(tree) if mod is None else mod.base_hrefs(_address(tree.head), _address(tree.body))
 
 
 def base_hrefs_python(tree: LexborHTMLParser) -> list[str | None]:
