@@ -248,11 +248,13 @@ for _b in range(256):
     _BYTE_CLASS[_b] = 1 if (_b == 32 or 9 <= _b <= 13 or 28 <= _b <= 31) else 2 if _b in (0xC2, 0xE1, 0xE2, 0xE3) else 0
 
 
-cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *out) noexcept nogil:
-    """" ".join(text.split()) on UTF-8 bytes; `out` has room for n bytes. Returns the length."""
+cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *out,
+                           bint *ascii=NULL) noexcept nogil:
+    """" ".join(text.split()) on UTF-8 bytes; `out` has room for n bytes. Returns the length;
+    `ascii`, when given, is set to whether every byte kept is ASCII."""
     cdef Py_ssize_t i = 0, j = 0, w
     cdef bint gap = False
-    cdef unsigned char c, k
+    cdef unsigned char c, k, seen = 0
     while i < n:
         c = s[i]
         k = _BYTE_CLASS[c]
@@ -268,8 +270,11 @@ cdef Py_ssize_t _normalize(const unsigned char *s, Py_ssize_t n, unsigned char *
                 j += 1
             gap = False
         out[j] = c
+        seen |= c
         j += 1
         i += 1
+    if ascii != NULL:
+        ascii[0] = seen < 0x80
     return j
 
 
@@ -902,7 +907,7 @@ cdef class Walker:
             self.run_path_len = path_len
             self.run_line = line
         self._reserve_text(n)
-        m = _normalize(raw.data, n, self.text_buf)
+        m = _normalize(raw.data, n, self.text_buf, &ascii)
         if m == 0:
             self._piece(self.text_buf, 0, 3, anchor)
             return 0
@@ -915,10 +920,6 @@ cdef class Walker:
             i -= 1
         if _space_len(raw.data, i, n):
             edges |= 2
-        for i in range(m):
-            if self.text_buf[i] >= 0x80:
-                ascii = False
-                break
         if ascii:
             self._piece(self.text_buf, m, edges, anchor)
             return m
@@ -1426,11 +1427,24 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     cdef Py_ssize_t j, start = 0
     cdef uint32_t ch, nxt
     cdef unsigned char cls, prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
-    cdef double space = 0, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0, stop = 0
+    cdef Py_ssize_t space = 0, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0, stop = 0
     cdef bint in_word = False, ascii = True, packable = True, mark = False
     cdef unsigned long long word = 0
     for j in range(m):
         ch = data[j]
+        if 97 <= ch <= 122 and ch != 103:
+            # Most of a text: a lower-case ASCII letter other than "g" (which may end a
+            # "right") has no class, is no space and no mark; it only goes into the word.
+            prev_cls = 0
+            if not in_word:
+                in_word = True
+                start = j
+                word = ch
+                ascii = True
+                packable = True
+            elif ascii and j - start < 8:
+                word |= (<unsigned long long>ch) << (8 * (j - start))
+            continue
         cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
         if cls:
             if cls & C_SPACE:
@@ -2598,7 +2612,10 @@ cdef class Hints:
     cdef int *bit
     cdef unsigned char *kind  # 255: a mark; 0, 1: a word of that kind
     cdef unsigned char *class_only
-    cdef Py_ssize_t first[37]  # entries starting with letter a + i (digit 0 + i - 26): [first[i], first[i + 1])
+    # Sorted by (first character's bucket, kind: words of kind 0, of kind 1, then marks), so that
+    # a bucket's marks and each kind's words are ranges: [lo[b][g], lo[b][g + 1]) for group g
+    # (0, 1: words of that kind; 2: marks) of bucket b (a letter a + b, a digit 0 + b - 26).
+    cdef Py_ssize_t lo[37][4]
 
     def __cinit__(self):
         self.start = self.length = NULL
@@ -2615,7 +2632,7 @@ cdef class Hints:
     def __init__(self, list entries):
         """`entries`: (text, bit, kind, class_only) each, text of lower-case ASCII starting
         with a letter or a digit; kind 255 for a mark, 0 or 1 for a word (of a letter)."""
-        entries = sorted(entries, key=lambda e: (_bucket(ord(e[0][0])) if e[0] else -1, e))
+        entries = sorted(entries, key=lambda e: (_bucket(ord(e[0][0])) if e[0] else -1, _group(e[2]), e))
         cdef Py_ssize_t n = len(entries), k, at = 0
         self.count = n
         self.start = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
@@ -2640,15 +2657,16 @@ cdef class Hints:
             at += len(raw)
         self.data = b"".join(parts)
         k = 0
-        cdef int bucket
+        cdef int bucket, group
         for bucket in range(37):
-            while k < n and _bucket(self.data[self.start[k]]) < bucket:
-                k += 1
-            self.first[bucket] = k
+            for group in range(4):  # group 3: the end of the bucket
+                while k < n and (_bucket(self.data[self.start[k]]), _group(self.kind[k])) < (bucket, group):
+                    k += 1
+                self.lo[bucket][group] = k
 
     cdef int _scan(self, const unsigned char *s, Py_ssize_t n, bint is_class) noexcept:
         cdef int flags = 0
-        cdef Py_ssize_t i, k, end
+        cdef Py_ssize_t i, k, end, m
         cdef unsigned char c
         cdef const unsigned char *data = <const unsigned char *>self.data
         cdef int kind
@@ -2657,10 +2675,13 @@ cdef class Hints:
             b = _bucket(s[i])
             if b < 0:
                 continue
-            for k in range(self.first[b], self.first[b + 1]):
-                if self.kind[k] == 255 and (is_class or not self.class_only[k]) and not (flags & self.bit[k]):
-                    if i + self.length[k] <= n and memcmp(s + i, data + self.start[k], self.length[k]) == 0:
-                        flags |= self.bit[k]
+            for k in range(self.lo[b][2], self.lo[b][3]):
+                m = self.length[k]
+                # (the second character told apart before a call: most marks fail there)
+                if i + m <= n and (m == 1 or s[i + 1] == data[self.start[k] + 1]) \
+                        and (is_class or not self.class_only[k]) and not (flags & self.bit[k]) \
+                        and memcmp(s + i, data + self.start[k], m) == 0:
+                    flags |= self.bit[k]
         for kind in range(2):  # words: whole runs of letters and digits (0), of letters (1)
             i = 0
             while i < n:
@@ -2672,8 +2693,8 @@ cdef class Hints:
                 while end < n and ((97 <= s[end] <= 122) or (kind == 0 and 48 <= s[end] <= 57)):
                     end += 1
                 if 97 <= c <= 122:
-                    for k in range(self.first[c - 97], self.first[c - 96]):  # words start with a letter
-                        if (self.kind[k] == kind and self.length[k] == end - i and (is_class or not self.class_only[k])
+                    for k in range(self.lo[c - 97][kind], self.lo[c - 97][kind + 1]):  # words start with a letter
+                        if (self.length[k] == end - i and (is_class or not self.class_only[k])
                                 and memcmp(s + i, data + self.start[k], end - i) == 0):
                             flags |= self.bit[k]
                 i = end
@@ -2697,6 +2718,11 @@ cdef class Hints:
         if not kept:
             return ""
         return "." + ".".join(sorted(kept))
+
+
+cdef inline int _group(int kind) noexcept nogil:
+    """A Hints entry's group within its bucket: words of kind 0, of kind 1, then marks."""
+    return 2 if kind == 255 else kind
 
 
 cdef inline int _bucket(unsigned char c) noexcept nogil:
@@ -2731,7 +2757,11 @@ cdef extern from *:
     DT_COUNT(dt_count_u8, uint8_t, 255)
     DT_COUNT(dt_count_u16, uint16_t, 65535)
     DT_COUNT(dt_count_u32, uint32_t, 0x7fffffff)
-    /* The next c at or after i (n where there is none): memchr for bytes. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* The next c at or after i (n where there is none): memchr for bytes, 8 characters a
+       step for the 2-byte strings most pages are (SSE2, where there is). */
     static Py_ssize_t dt_find(int kind, const void *data, Py_ssize_t i, Py_ssize_t n, Py_UCS4 c) {
         if (kind == 1) {
             const uint8_t *s = (const uint8_t *)data;
@@ -2740,6 +2770,14 @@ cdef extern from *:
         }
         if (kind == 2) {
             const uint16_t *s = (const uint16_t *)data;
+    #if defined(__SSE2__)
+            const __m128i want = _mm_set1_epi16((short)c);
+            for (; n - i >= 8; i += 8) {
+                int hits = _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *)(s + i)), want));
+                if (hits)
+                    return i + (__builtin_ctz((unsigned)hits) >> 1);
+            }
+    #endif
             while (i < n && s[i] != c) i++;
             return i;
         }
