@@ -17,7 +17,7 @@ with the Python one on a probe page and uses it only if they agree.
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append, PyList_New, PyList_SET_ITEM
-from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_FromLong, PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
+from cpython.long cimport PyLong_AsUnsignedLongLong, PyLong_AsUnsignedLongLongMask, PyLong_FromLong, PyLong_FromSsize_t, PyLong_FromUnsignedLongLong
 from cpython.ref cimport Py_INCREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
@@ -542,6 +542,14 @@ cdef struct _KeyRef:
     PyObject *obj
 
 
+cdef inline unsigned long long _key64(object key) except? 0xFFFFFFFFFFFFFFFFULL:
+    """A key, an int of 0 to 2**64 - 1 (an XXH3-64, or one salted and masked to 64 bits), as
+    a C integer: PyLong_AsUnsignedLongLong's value, read digit by digit rather than through
+    the byte-array conversion that function takes for ints of three digits (200 instructions
+    a key, for each of a page's segment and layout keys)."""
+    return PyLong_AsUnsignedLongLongMask(key)
+
+
 cdef tuple _distinct_keys(list segments):
     """The distinct keys of these lists of segments, sorted and as a set (pipeline.py
     `segment_keys_python`): the keys' own int objects sorted by value in C, where `sorted`
@@ -559,7 +567,7 @@ cdef tuple _distinct_keys(list segments):
         for segs in segments:
             for seg in <list>segs:
                 key = (<tuple>seg)[0]
-                refs[k].key = PyLong_AsUnsignedLongLong(key)
+                refs[k].key = _key64(key)
                 refs[k].obj = <PyObject *>key
                 k += 1
         qsort(refs, total, sizeof(_KeyRef), _by_value)
@@ -1997,24 +2005,24 @@ def layout_keys(list paths, list novel, list parent, list container, list end, P
             path = paths[i]
             mine = seen.get(path)
             if mine is None:
-                key = PyLong_AsUnsignedLongLong(path)
+                key = _key64(path)
                 out[count] = _tagged(key, keep, tag)
                 seen[path] = PyLong_FromUnsignedLongLong(out[count])
                 count += 1
                 value = _tagged(key ^ new_text_salt, keep, tag)
                 fresh[path] = PyLong_FromUnsignedLongLong(value)
             else:
-                value = PyLong_AsUnsignedLongLong(fresh[path])
+                value = _key64(fresh[path])
             if <Py_ssize_t>novel[i] != 0:
                 out[count] = value
                 count += 1
         for node in chain:  # _container_key(_nth_container(...))
-            key = PyLong_AsUnsignedLongLong(container[node])
+            key = _key64(container[node])
             nth = 0
             if <Py_ssize_t>parent[node] >= 0:
                 child = <Py_ssize_t>parent[node] + 1
                 while child < node:
-                    if PyLong_AsUnsignedLongLong(container[child]) == key:
+                    if _key64(container[child]) == key:
                         nth += 1
                     child = <Py_ssize_t>end[child]
             if nth:
@@ -2051,21 +2059,21 @@ def layout_shares(list keys, list dfs, list paths, dict seen, dict fresh, list e
     cdef dict presence = {}
     try:
         for i in range(n):
-            values[i] = PyLong_AsUnsignedLongLong(keys[i])
-        at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(pages_key))
+            values[i] = _key64(keys[i])
+        at = _index_in_sorted(values, n, _key64(pages_key))
         if at < 0:
             raise KeyError(pages_key)
         pages = <long long>dfs[at]
         for key in enclosing:
-            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(key))
+            at = _index_in_sorted(values, n, _key64(key))
             if at < 0:
                 raise KeyError(key)
             shares.append(<double><long long>dfs[at] / <double>pages)
         for path, key in seen.items():
             fresh_key = fresh[path]
-            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(fresh_key))
+            at = _index_in_sorted(values, n, _key64(fresh_key))
             new_df = <long long>dfs[at] if at >= 0 else <long long>table_df(fresh_key)
-            at = _index_in_sorted(values, n, PyLong_AsUnsignedLongLong(key))
+            at = _index_in_sorted(values, n, _key64(key))
             if at < 0:
                 raise KeyError(key)
             seen_df = <long long>dfs[at]
