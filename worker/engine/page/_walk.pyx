@@ -1441,8 +1441,9 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     for j in range(m):
         ch = data[j]
         if 97 <= ch <= 122 and ch != 103:
-            # Most of a text: a lower-case ASCII letter other than "g" (which may end a
-            # "right") has no class, is no space and no mark; it only goes into the word.
+            # Most of a text: a lower-case ASCII letter other than "g" (the middle of a
+            # "right", looked for as a copyright mark) has no class, is no space and no
+            # mark; it only goes into the word.
             prev_cls = 0
             if not in_word:
                 in_word = True
