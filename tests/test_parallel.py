@@ -133,6 +133,20 @@ def test_lines_routed_undecoded_or_decoded_give_the_bytes_of_one_job(crawl: Path
     assert records[20]["error"] == "bad_record" and "twice" in records[20]["detail"]
 
 
+def test_jobs_that_read_the_input_themselves_write_the_bytes_of_one(crawl: Path, tmp_path: Path) -> None:
+    # JobSpec.feed=False (what scripts/measure_jobs.py --read compares with the parent feeding
+    # the jobs): every job reads the whole input, routes each line by its first fields and
+    # decodes only its own; the bad line's dead letter comes from the job that reads it as its own.
+    run([crawl], tmp_path / "one.jsonl", "--jobs", "1")
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages, feed=False)
+    out = io.BytesIO()
+    summary = RunSummary()
+    run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), None, summary)
+    one = (tmp_path / "one.jsonl").read_bytes()
+    assert out.getvalue() == one
+    assert summary.pages == one.count(b"\n") == 64  # 63 pages and the bad line's dead letter
+
+
 def test_wet_has_one_warcinfo_and_the_bytes_of_one_job(crawl: Path, tmp_path: Path) -> None:
     # WET's records carry the run's start: both runs are given the same one.
     options = OutputOptions(started=datetime(2024, 5, 1, tzinfo=UTC))

@@ -9,7 +9,8 @@ is handed over undecoded (io/sources.py `Undecoded`), routed by the host those f
 name, and decoded by its job: the parent, a process beside the N, only inflates, splits
 and routes such input. A job decides its items in input order with the same
 `run_pages` one job runs (handed in: `JobSpec.decide`). `JobSpec.feed=False` has every job
-read the whole input itself instead (slower: docs/parallel.md measures both).
+read the whole input itself instead, routing its lines as the parent does and decoding only
+its own (as fast on 2 cores, but the input inflated once a job: docs/parallel.md measures both).
 
 - Tables: a host's table comes from the run's state directory, opened READ-ONLY by every
   worker (RocksDB allows readers beside the parent's handle, which writes nothing until
@@ -352,24 +353,27 @@ def _own_items(
     spec: JobSpec, index: int, queue: Queue[Batch | None], first: Batch | None
 ) -> Iterator[tuple[int, RawPage | DeadPage]]:
     """This worker's items with their place in the input: from the parent's batches (the first
-    one already taken), or read."""
+    one already taken), or read (every line routed by its first fields, only this job's decoded)."""
     if spec.feed:
         batch = first
-        while True:
-            if batch is None:
-                return
+        while batch is not None:
             for seq, item in batch:
-                if isinstance(item, Undecoded):
-                    page = decode_record(item.line, item.source)
-                    if isinstance(page, RawPage) and page.host != item.host:  # decode_record rules this out
-                        raise RuntimeError(f"{item.source}: routed by host {item.host!r}, decoded as {page.host!r}")
-                    yield seq, page
-                else:
-                    yield seq, item
+                yield seq, _decoded(item)
             batch = _take(queue)
-    for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes)):
+        return
+    for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
         if _owner(item, spec.jobs) == index:
-            yield seq, item
+            yield seq, _decoded(item)
+
+
+def _decoded(item: RawPage | DeadPage | Undecoded) -> RawPage | DeadPage:
+    """An item as its job decides it: a line handed over undecoded is decoded here."""
+    if not isinstance(item, Undecoded):
+        return item
+    page = decode_record(item.line, item.source)
+    if isinstance(page, RawPage) and page.host != item.host:  # decode_record rules this out
+        raise RuntimeError(f"{item.source}: routed by host {item.host!r}, decoded as {page.host!r}")
+    return page
 
 
 def _owner(item: RawPage | DeadPage | Undecoded, jobs: int) -> int:
