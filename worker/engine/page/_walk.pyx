@@ -607,8 +607,7 @@ cdef class Walker:
     cdef object block_type
     cdef object hash64
     cdef object bad_input
-    cdef object hints
-    cdef dict hints_cache
+    cdef object hints  # page/compiled.py `hints`: the compiled marks, or cues.hints
     cdef list cached  # tag id -> _Tag or None
     cdef bytes lut  # character class of each code point below LUT_SIZE (cues.LUT)
     cdef frozenset closers  # code points that end a sentence
@@ -622,8 +621,7 @@ cdef class Walker:
     cdef Py_ssize_t other_group
     cdef frozenset line_tags  # cues.LINE_TAGS
     cdef object has_word  # cues.has_word
-    cdef object layout_classes  # cues.layout_classes
-    cdef dict classes_cache  # cues.LAYOUT_CLASSES
+    cdef object layout_classes  # page/compiled.py `layout_classes`: the compiled marks, or cues.layout_classes
     # A layout element's class and id by their bytes' XXH3 (class, NUL, id, whether a body's)
     # -> (hint bits, the layout form of its classes in UTF-8): what `hints` and
     # `layout_classes` give for the decoded pair, without decoding it again on every page.
@@ -717,9 +715,9 @@ cdef class Walker:
         free(self.cbuf)
 
     def __init__(self, frozenset block_tags, frozenset skip_tags, dict inherit, segment_type, block_type,
-                 hash64, bad_input, hints, dict hints_cache, bytes lut, frozenset closers,
+                 hash64, bad_input, hints, bytes lut, frozenset closers,
                  frozenset stopwords, tuple copyright_marks, dict tag_groups, Py_ssize_t other_group,
-                 frozenset line_tags, has_word, layout_classes, dict classes_cache):
+                 frozenset line_tags, has_word, layout_classes):
         self.block_tags = block_tags
         self.skip_tags = skip_tags
         self.inherit = inherit
@@ -728,7 +726,6 @@ cdef class Walker:
         self.hash64 = hash64
         self.bad_input = bad_input
         self.hints = hints
-        self.hints_cache = hints_cache
         self.cached = [None] * N_CACHED
         if len(lut) != LUT_SIZE + 1:
             raise ValueError("the character class table has the wrong size")
@@ -741,7 +738,6 @@ cdef class Walker:
         self.line_tags = line_tags
         self.has_word = has_word
         self.layout_classes = layout_classes
-        self.classes_cache = classes_cache
         self.class_ids = []
         packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
         if 2 * len(packed) > STOP_SLOTS:
@@ -852,15 +848,9 @@ cdef class Walker:
             at = (at + 1) & (CLASS_ID_SLOTS - 1)
         decoded_cls = PyUnicode_DecodeUTF8(<const char *>cls, cls_len, "replace") if cls_len else ""
         decoded_id = PyUnicode_DecodeUTF8(<const char *>ident, id_len, "replace") if id_len else ""
-        pair = (decoded_cls, decoded_id)
-        bits = self.hints_cache.get(pair)
-        if bits is None:
-            bits = self.hints(pair)
-        form = ""
-        if decoded_cls and not body:
-            form = self.classes_cache.get(decoded_cls)
-            if form is None:
-                form = self.layout_classes(decoded_cls)
+        # (this table is the walk's cache of both: the compiled marks keep none of their own)
+        bits = self.hints((decoded_cls, decoded_id))
+        form = self.layout_classes(decoded_cls) if decoded_cls and not body else ""
         entry = (bits, (<str>form).encode())
         if n <= CLASS_ID_MAX_BYTES:
             if len(self.class_ids) >= CLASS_IDS_MAX:

@@ -143,9 +143,9 @@ def walker(block_tags: frozenset[str], skip_tags: frozenset[str]) -> Any:
     try:
         fast = mod.Walker(
             block_tags, skip_tags, cues.INHERIT, Segment, Block, xxh3_64_intdigest, BadInputError,
-            hints(), cues.HINTS, cues.LUT.tobytes(), frozenset(cues.CLOSERS),
+            hints(), cues.LUT.tobytes(), frozenset(cues.CLOSERS),
             cues.STOPWORDS, cues.COPYRIGHT_MARKS, cues.TAG_INDEX, cues.N_TAGS - 1,
-            cues.LINE_TAGS, cues.has_word, layout_classes(), cues.LAYOUT_CLASSES,
+            cues.LINE_TAGS, cues.has_word, layout_classes(),
         )
         disagreement = _check(fast, block_tags, skip_tags)
     except Exception as exc:  # a build that does not fit this source: the Python walk runs
