@@ -424,21 +424,47 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     kernel = features_kernel()
 
     class Off:
+        put_columns = staticmethod(kernel.put_columns)
+
         @staticmethod
         def page_features(X, *args):  # type: ignore[no-untyped-def]
-            written = kernel(X, *args)
+            written = kernel.page_features(X, *args)
             X[-1, 3] += 1e-12  # one feature of one node off by a little
             return written
 
+    class LogsOff:
+        page_features = staticmethod(kernel.page_features)
+
+        @staticmethod
+        def put_columns(X, columns, values):  # type: ignore[no-untyped-def]
+            kernel.put_columns(X, columns, values)
+            X[0, columns[-1]] += 1e-12  # one log feature off by a little
+
     class Failing:
+        put_columns = staticmethod(kernel.put_columns)
+
         @staticmethod
         def page_features(*args):  # type: ignore[no-untyped-def]
             raise TypeError("a build for another signature")
 
     assert checked_kernel(compiled.module()) is not None
     assert checked_kernel(Off) is None
+    assert checked_kernel(LogsOff) is None
     assert checked_kernel(Failing) is None
     assert checked_kernel(object()) is None
+
+
+@needs_fast
+def test_the_log_columns_round_trip_checks_its_arrays() -> None:
+    mod = features_kernel()
+    X = np.arange(12.0).reshape(3, 4)
+    columns = np.asarray([1, 3], dtype=np.intp)
+    mod.put_columns(X, columns, np.full((3, 2), -1.0))
+    assert X.tolist() == [[0.0, -1.0, 2.0, -1.0], [4.0, -1.0, 6.0, -1.0], [8.0, -1.0, 10.0, -1.0]]
+    with pytest.raises(ValueError, match="out of range"):
+        mod.put_columns(X, np.asarray([1, 4], dtype=np.intp), np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="do not fit"):
+        mod.put_columns(X, columns, np.zeros((2, 2)))
 
 
 _SITE_TREE = walk(LexborHTMLParser(make_site("r.example", 2, layout="news")[1].page.html), PARAMS)
@@ -693,6 +719,8 @@ SCRIPT_PIECES = [
     "©", "copyright", "COPYRIGHT", "CopyRİght", "copyr\u0130ght", "all rights reserved", "ALL RIGHTS RESERVED",
     "rights", "right", "g", " ", " ", "\xa0", "\u2003", "\u3000", "\x85", "\x1c", "é", "ß", "Σ", "ǅ", "a", "x",
     "which", "WHİCH", "wöuld", "thèir", "nicht", "Über", "\U0001f600", "\u4e2d\u6587",
+    # runs of plain letters (lower-case ASCII but "g") past a packed word's 8 letters
+    "themselves", "ourselves", "abcdefhijklmnop", "a.", "z,", "Xyz",
 ]
 
 
@@ -744,5 +772,6 @@ def test_the_walks_white_space_is_what_split_parts_words_at() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(SCRIPT_PIECES), max_size=14).map("".join), min_size=1, max_size=5))
 @example(texts=["CopyRİght \u212anow the für", "ALL RIGHTS RESERVED\xa0und", "x\u3000THE\x85of ©"])
+@example(texts=["themselves ourselvesthe abcdefhijklmnop. Themselves,copyright", "thè themselvesé ab\u3000cd"])
 def test_the_walks_count_stopwords_and_marks_alike_in_any_script(texts: list[str]) -> None:
     assert_same("<body>" + "".join(f"<p>{html.escape(t)}</p>" for t in texts) + "</body>")

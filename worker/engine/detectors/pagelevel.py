@@ -39,7 +39,7 @@ from ..page.cues import (
     N_TAGS,
     TAG_GROUPS,
 )
-from ..page.tree import PageTree, main_block, node_columns, text_stats
+from ..page.tree import NODE_COLUMNS, TEXT_COLUMNS, PageTree, main_block, node_columns, text_stats
 from ..params import EngineParams, SegmentParams
 from ..table import HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
@@ -224,39 +224,57 @@ _LOG_COLUMNS = np.asarray(
     )],
     dtype=np.intp,
 )
+_N_LOGS = len(_LOG_COLUMNS)
+_N_NODE, _N_TEXT = len(NODE_COLUMNS), len(TEXT_COLUMNS)
 _FLAG_BITS = np.ascontiguousarray(FLAG_BITS_ARRAY, dtype=np.longlong)
 
 
 def compiled_features(kernel: Any, page: PageTree) -> NDArray[np.float64]:
-    """`features` by the compiled kernel (page/_walk.pyx `page_features`): the same matrix."""
+    """`features` by the compiled kernel (`kernel`: the extension module or what has its
+    `page_features` and `put_columns`, page/_walk.pyx): the same matrix.
+
+    Timed in the pipeline (stage_times' conditions, where each numpy call runs cold), the
+    numpy steps around the kernel cost more than it: the node columns and text statistics
+    are handed over as the walk's own buffers (a memoryview, not three numpy calls each), and
+    numpy's log1p goes over a contiguous copy of the log columns the kernel makes, written
+    back by `put_columns` (fancy indexing's gather and scatter cost 20 us a page there).
+    """
     n = len(page.parent)
     X = np.empty((n, N_FEATURES))
     if n == 0:
         return X
-    cols = np.ascontiguousarray(node_columns(page))
-    counts = np.ascontiguousarray(text_stats(page))
-    written = kernel(X, cols, counts, _FLAG_BITS, _CHAR_EDGES, _ANCHOR_EDGES, _POS_EDGES, N_TAGS)
+    cols = np.ascontiguousarray(node_columns(page)) if page.columns is None else _rows(page.columns, n, _N_NODE)
+    counts = np.ascontiguousarray(text_stats(page)) if page.stats is None else _rows(page.stats, n, _N_TEXT)
+    logs = np.empty((n, _N_LOGS))
+    written = kernel.page_features(
+        X, cols, counts, _FLAG_BITS, _CHAR_EDGES, _ANCHOR_EDGES, _POS_EDGES, N_TAGS, _LOG_COLUMNS, logs
+    )
     if written != N_FEATURES:
         raise RuntimeError(f"the compiled features wrote {written} columns, not {N_FEATURES}")
-    X[:, _LOG_COLUMNS] = np.log1p(X[:, _LOG_COLUMNS])
+    np.log1p(logs, out=logs)
+    kernel.put_columns(X, _LOG_COLUMNS, logs)
     return X
 
 
+def _rows(buffer: Any, n: int, width: int) -> memoryview[float]:
+    """A flat buffer of doubles (the compiled walk's array) as n rows of `width`."""
+    return memoryview(buffer).cast("B").cast("d", (n, width))
+
+
 def checked_kernel(mod: Any) -> Any:
-    """`mod`'s compiled features function when it gives `features`' matrix on the probe
-    page (page/compiled.py PROBE_PAGE), else None (then `features` runs)."""
-    agreed = compiled.agreeing(mod, ("page_features",), _features_agree)
-    return None if agreed is None else agreed.page_features
+    """`mod` when its compiled features give `features`' matrix on the probe page
+    (page/compiled.py PROBE_PAGE), else None (then `features` runs)."""
+    return compiled.agreeing(mod, ("page_features", "put_columns"), _features_agree)
 
 
 def _features_agree(mod: Any) -> bool:
     probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
-    return compiled_features(mod.page_features, probe).tobytes() == features(probe).tobytes()
+    return compiled_features(mod, probe).tobytes() == features(probe).tobytes()
 
 
 def features_kernel() -> Any:
-    """The compiled features function in use, or None where numpy's `features` runs;
-    chosen once, on first use, with the page walk (page/compiled.py)."""
+    """The extension module where its compiled features are in use, or None where numpy's
+    `features` runs; chosen once, on first use, with the page walk (page/compiled.py)."""
     return compiled.checked(checked_kernel)
 
 
@@ -290,8 +308,17 @@ class PageLevelModel:
         object.__setattr__(self, "offset", float(self.mean @ weights))
 
     def scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        z = X @ self.weights - self.offset
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
+        """1 / (1 + exp(-clip(X @ weights - offset, -30, 30))), step by step in one array:
+        the same doubles, without np.clip's Python layers or a temporary a step (in the
+        pipeline, where each numpy call runs cold, np.clip alone cost 9 us a page)."""
+        z = X @ self.weights
+        z -= self.offset
+        np.maximum(z, -30.0, out=z)
+        np.minimum(z, 30.0, out=z)
+        np.negative(z, out=z)
+        np.exp(z, out=z)
+        z += 1.0
+        return np.divide(1.0, z, out=z)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1516,17 +1516,20 @@ cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint asc
 
 def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, ::1] counts,
                   const long long[::1] flag_bits, const double[::1] char_edges,
-                  const double[::1] anchor_edges, const double[::1] pos_edges, Py_ssize_t n_tags):
+                  const double[::1] anchor_edges, const double[::1] pos_edges, Py_ssize_t n_tags,
+                  const Py_ssize_t[::1] log_cols=None, double[:, ::1] logs=None):
     """detectors/pagelevel.py `features` (the reference), row by row, into X (n rows).
 
     cols: the node columns (page/tree.py NODE_COLUMNS), counts: the text statistics
     (TEXT_COLUMNS). The same floating-point operations in the same order as the numpy
     code, so the same doubles, with one exception: the columns that numpy takes log1p of
     (log_chars, log_sub_chars, log_avg_seg, log_segs, log_children, log_words,
-    prev_log_chars, next_log_chars) are left holding log1p's argument, for the caller to
-    take with numpy's log1p (whose SIMD results differ from libm's in the last bit).
-    Sums over nodes (subtrees, siblings) add in node order, as numpy's cumsum and
-    bincount do. Returns the number of columns written.
+    prev_log_chars, next_log_chars: `log_cols`) are left holding log1p's argument, for the
+    caller to take with numpy's log1p (whose SIMD results differ from libm's in the last
+    bit); with `logs` (n rows, a column for each of `log_cols`) given, those arguments are
+    also copied there, so that numpy's log1p goes over one contiguous array and
+    `put_columns` writes its results back. Sums over nodes (subtrees, siblings) add in node
+    order, as numpy's cumsum and bincount do. Returns the number of columns written.
     """
     cdef Py_ssize_t n = cols.shape[0], m = X.shape[1], i, j, k, col = 0, p, top = 0, g, prev = -1
     cdef Py_ssize_t n_flags = flag_bits.shape[0], n_char = char_edges.shape[0]
@@ -1699,10 +1702,32 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
             row[col + 2] = counts[i, 7]
             row[col + 3] = counts[i, 9] / nw
             row[col + 4] = 1.0
+        if logs is not None:
+            if log_cols is None or logs.shape[0] != n or logs.shape[1] != log_cols.shape[0]:
+                raise ValueError("features: the log columns do not fit")
+            for k in range(log_cols.shape[0]):
+                if not 0 <= log_cols[k] < m:
+                    raise ValueError("features: a log column is out of range")
+            for i in range(n):
+                for k in range(log_cols.shape[0]):
+                    logs[i, k] = X[i, log_cols[k]]
     finally:
         free(work)
     return col + 5
 
+
+def put_columns(double[:, ::1] X, const Py_ssize_t[::1] columns, const double[:, ::1] values):
+    """X[:, columns] = values, for numpy's log1p of `page_features`' log columns."""
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], k, i
+    if values.shape[0] != n or values.shape[1] != columns.shape[0]:
+        raise ValueError("put_columns: the arrays do not fit")
+    for k in range(columns.shape[0]):
+        if not 0 <= columns[k] < m:
+            raise ValueError("put_columns: a column is out of range")
+    for i in range(n):
+        for k in range(columns.shape[0]):
+            X[i, columns[k]] = values[i, k]
+    return None
 
 
 # -- pagelets: the cut, the fingerprinted ones, their min-hash keys ---------------------------
