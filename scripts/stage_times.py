@@ -46,7 +46,7 @@ STEPS: list[tuple[str, Any, str]] = [
     ("pagelevel.block_scores", pagelevel, "block_scores"),
     ("  pagelevel.features (numpy)", pagelevel, "features"),
     ("  pagelevel.page_features", pagelevel, "page_features"),
-    ("  PageLevelModel.scores", pagelevel.PageLevelModel, "scores"),
+    ("  pagelevel.model_scores", pagelevel, "model_scores"),
     ("  isotonic_tree", pagelevel, "isotonic_tree"),
     ("pagelets.page_sketches", pagelets, "page_sketches"),
     ("pagelets.block_pagelets", pagelets, "block_pagelets"),

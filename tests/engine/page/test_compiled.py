@@ -26,6 +26,8 @@ from detemplate.engine.detectors.pagelevel import (
     compiled_features,
     features,
     features_kernel,
+    load_model,
+    model_scores,
     page_features,
 )
 from detemplate.engine.errors import BadInputError
@@ -416,7 +418,15 @@ def test_the_page_level_features_are_compiled_when_the_walk_is() -> None:
     is_compiled = compiled.module() is not None
     assert (features_kernel() is not None) == is_compiled
     tree = walk(LexborHTMLParser(make_site("s.example", 1)[0].page.html), PARAMS)
-    assert page_features(tree).tobytes() == features(tree).tobytes()
+    X = features(tree)
+    assert page_features(tree).tobytes() == X.tobytes()
+    # The scores: the same bits as the reference's, for every count of rows (the kernel adds
+    # four rows side by side), and the logistic function of X @ weights.
+    model = load_model()
+    for rows in (X, X[:1], X[:4], X[:7], X[:0]):
+        assert model_scores(model, rows).tobytes() == model.scores(rows).tobytes()
+    plain = 1.0 / (1.0 + np.exp(-np.clip(X @ model.weights - model.offset, -30.0, 30.0)))
+    assert np.allclose(model.scores(X), plain, rtol=1e-12, atol=1e-15)
 
 
 @needs_fast
@@ -425,6 +435,7 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
     class Off:
         put_columns = staticmethod(kernel.put_columns)
+        row_scores = staticmethod(kernel.row_scores)
 
         @staticmethod
         def page_features(X, *args):  # type: ignore[no-untyped-def]
@@ -434,14 +445,26 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
 
     class LogsOff:
         page_features = staticmethod(kernel.page_features)
+        row_scores = staticmethod(kernel.row_scores)
 
         @staticmethod
         def put_columns(X, columns, values):  # type: ignore[no-untyped-def]
             kernel.put_columns(X, columns, values)
             X[0, columns[-1]] += 1e-12  # one log feature off by a little
 
+    class ScoresOff:
+        page_features = staticmethod(kernel.page_features)
+        put_columns = staticmethod(kernel.put_columns)
+
+        @staticmethod
+        def row_scores(X, weights, offset, out):  # type: ignore[no-untyped-def]
+            kernel.row_scores(X, weights, offset, out)
+            if len(out) > 4:
+                out[4] = np.nextafter(out[4], 1.0)  # the first row past the four added side by side
+
     class Failing:
         put_columns = staticmethod(kernel.put_columns)
+        row_scores = staticmethod(kernel.row_scores)
 
         @staticmethod
         def page_features(*args):  # type: ignore[no-untyped-def]
@@ -450,6 +473,7 @@ def test_a_features_kernel_that_differs_on_the_probe_page_is_not_used() -> None:
     assert checked_kernel(compiled.module()) is not None
     assert checked_kernel(Off) is None
     assert checked_kernel(LogsOff) is None
+    assert checked_kernel(ScoresOff) is None
     assert checked_kernel(Failing) is None
     assert checked_kernel(object()) is None
 
@@ -459,6 +483,8 @@ def test_the_log_columns_round_trip_checks_its_arrays() -> None:
     mod = features_kernel()
     X = np.arange(12.0).reshape(3, 4)
     columns = np.asarray([1, 3], dtype=np.intp)
+    with pytest.raises(ValueError, match="do not fit"):
+        mod.row_scores(X, np.zeros(3), 0.0, np.empty(3))
     mod.put_columns(X, columns, np.full((3, 2), -1.0))
     assert X.tolist() == [[0.0, -1.0, 2.0, -1.0], [4.0, -1.0, 6.0, -1.0], [8.0, -1.0, 10.0, -1.0]]
     with pytest.raises(ValueError, match="out of range"):

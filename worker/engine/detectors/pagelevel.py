@@ -18,6 +18,7 @@ region.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -261,21 +262,43 @@ def _rows(buffer: Any, n: int, width: int) -> memoryview[float]:
     return memoryview(buffer).cast("B").cast("d", (n, width))
 
 
+def compiled_scores(kernel: Any, model: PageLevelModel, X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """`model.scores(X)` by the compiled kernel (page/_walk.pyx `row_scores`): the same doubles."""
+    out = np.empty(X.shape[0])
+    kernel.row_scores(X, model.weights, model.offset, out)
+    return out
+
+
 def checked_kernel(mod: Any) -> Any:
     """`mod` when its compiled features give `features`' matrix on the probe page
-    (page/compiled.py PROBE_PAGE), else None (then `features` runs)."""
-    return compiled.agreeing(mod, ("page_features", "put_columns"), _features_agree)
+    (page/compiled.py PROBE_PAGE) and its scores of it the model's, else None (then
+    `features` and `PageLevelModel.scores` run)."""
+    return compiled.agreeing(mod, ("page_features", "put_columns", "row_scores"), _features_agree)
 
 
 def _features_agree(mod: Any) -> bool:
     probe = walk(LexborHTMLParser(compiled.PROBE_PAGE), SegmentParams())
-    return compiled_features(mod, probe).tobytes() == features(probe).tobytes()
+    X = features(probe)
+    if compiled_features(mod, probe).tobytes() != X.tobytes():
+        return False
+    model = load_model()
+    # Rows past the four the kernel adds side by side, and one row alone.
+    return all(
+        compiled_scores(mod, model, rows).tobytes() == model.scores(rows).tobytes() for rows in (X, X[:5], X[:1])
+    )
 
 
 def features_kernel() -> Any:
-    """The extension module where its compiled features are in use, or None where numpy's
-    `features` runs; chosen once, on first use, with the page walk (page/compiled.py)."""
+    """The extension module where its compiled features and scores are in use, or None where
+    numpy's `features` and `PageLevelModel.scores` run; chosen once, on first use, with the
+    page walk (page/compiled.py)."""
     return compiled.checked(checked_kernel)
+
+
+def model_scores(model: PageLevelModel, X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """`model.scores(X)`, by the compiled kernel where it is in use."""
+    kernel = features_kernel()
+    return model.scores(X) if kernel is None else compiled_scores(kernel, model, X)
 
 
 def page_features(page: PageTree) -> NDArray[np.float64]:
@@ -308,17 +331,22 @@ class PageLevelModel:
         object.__setattr__(self, "offset", float(self.mean @ weights))
 
     def scores(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        """1 / (1 + exp(-clip(X @ weights - offset, -30, 30))), step by step in one array:
-        the same doubles, without np.clip's Python layers or a temporary a step (in the
-        pipeline, where each numpy call runs cold, np.clip alone cost 9 us a page)."""
-        z = X @ self.weights
-        z -= self.offset
+        """Each row's templateness, 1 / (1 + exp(-clip(X @ weights - offset, -30, 30))).
+
+        The reference for the compiled `row_scores` (page/_walk.pyx), which `model_scores`
+        runs where it gives these doubles: each row's products added in column order (numpy's
+        cumsum adds so; a BLAS matrix product groups its sums by the CPU's vector width) and
+        libm's exp (Python's math.exp; numpy's own differs from it in the last bit on CPUs
+        with AVX-512). So a page's scores are the same bits whichever runs.
+        """
+        n = X.shape[0]
+        if n == 0:
+            return np.zeros(0)
+        z = np.cumsum(X * self.weights, axis=1)[:, -1] - self.offset
         np.maximum(z, -30.0, out=z)
         np.minimum(z, 30.0, out=z)
-        np.negative(z, out=z)
-        np.exp(z, out=z)
-        z += 1.0
-        return np.divide(1.0, z, out=z)
+        e = np.fromiter(map(math.exp, (-z).tolist()), dtype=np.float64, count=n)
+        return 1.0 / (1.0 + e)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -379,7 +407,7 @@ def block_scores(
     """Templateness of each of `page.blocks`: classifier scores, smoothed over the tree."""
     if not page.blocks:
         return np.zeros(0)
-    x = model.scores(page_features(page))
+    x = model_scores(model, page_features(page))
     if smoothing > 0.0 and len(x) <= max_smooth_nodes:
         x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
     scores = x[np.asarray(page.node_of_block, dtype=np.intp)]

@@ -24,6 +24,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from cpython cimport array
 import array
 from bisect import bisect_left
+from libc.math cimport exp
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset, strlen
@@ -1727,6 +1728,56 @@ def put_columns(double[:, ::1] X, const Py_ssize_t[::1] columns, const double[:,
     for i in range(n):
         for k in range(columns.shape[0]):
             X[i, columns[k]] = values[i, k]
+    return None
+
+
+cdef inline double _sigmoid(double z, double offset) noexcept nogil:
+    """1 / (1 + exp(-clip(z - offset, -30, 30))) (NaN stays NaN, as numpy's clip leaves it)."""
+    z = z - offset
+    if z < -30.0:
+        z = -30.0
+    elif z > 30.0:
+        z = 30.0
+    return 1.0 / (1.0 + exp(-z))
+
+
+def row_scores(const double[:, ::1] X, const double[::1] weights, double offset, double[::1] out):
+    """detectors/pagelevel.py `PageLevelModel.scores` (the reference) into out (a value a row
+    of X): 1 / (1 + exp(-clip(z - offset, -30, 30))), z the sum of X[i, j] * weights[j] added
+    in column order (as numpy's cumsum adds them), exp libm's (as Python's math.exp), so the
+    same doubles. Four rows at a time: each row's sum keeps its order, the four run side by
+    side (one sum waits on its last addition; four fill the pipeline)."""
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], i = 0, j
+    cdef double a0, a1, a2, a3, w
+    if weights.shape[0] != m or out.shape[0] != n:
+        raise ValueError("row_scores: the arrays do not fit")
+    if n == 0:
+        return None
+    if m == 0:
+        raise ValueError("row_scores: X has no columns")
+    while i + 4 <= n:
+        w = weights[0]
+        a0 = X[i, 0] * w
+        a1 = X[i + 1, 0] * w
+        a2 = X[i + 2, 0] * w
+        a3 = X[i + 3, 0] * w
+        for j in range(1, m):
+            w = weights[j]
+            a0 = a0 + X[i, j] * w
+            a1 = a1 + X[i + 1, j] * w
+            a2 = a2 + X[i + 2, j] * w
+            a3 = a3 + X[i + 3, j] * w
+        out[i] = _sigmoid(a0, offset)
+        out[i + 1] = _sigmoid(a1, offset)
+        out[i + 2] = _sigmoid(a2, offset)
+        out[i + 3] = _sigmoid(a3, offset)
+        i += 4
+    while i < n:
+        a0 = X[i, 0] * weights[0]
+        for j in range(1, m):
+            a0 = a0 + X[i, j] * weights[j]
+        out[i] = _sigmoid(a0, offset)
+        i += 1
     return None
 
 
