@@ -425,6 +425,9 @@ def test_the_page_level_features_are_compiled_when_the_walk_is() -> None:
     model = load_model()
     for rows in (X, X[:1], X[:4], X[:7], X[:0]):
         assert model_scores(model, rows).tobytes() == model.scores(rows).tobytes()
+    nodes = tree.node_of_block
+    assert model_scores(model, X, nodes).tobytes() == model.scores(X)[nodes].tobytes()
+    assert model_scores(model, X, nodes[5:]).tobytes() == model_scores(model, X, nodes[5:], None).tobytes()
     plain = 1.0 / (1.0 + np.exp(-np.clip(X @ model.weights - model.offset, -30.0, 30.0)))
     assert np.allclose(model.scores(X), plain, rtol=1e-12, atol=1e-15)
 
@@ -485,6 +488,8 @@ def test_the_log_columns_round_trip_checks_its_arrays() -> None:
     columns = np.asarray([1, 3], dtype=np.intp)
     with pytest.raises(ValueError, match="do not fit"):
         mod.row_scores(X, np.zeros(3), 0.0, np.empty(3))
+    with pytest.raises(ValueError, match="out of range"):
+        mod.row_scores(X, np.zeros(4), 0.0, np.empty(2), [0, 3])
     mod.put_columns(X, columns, np.full((3, 2), -1.0))
     assert X.tolist() == [[0.0, -1.0, 2.0, -1.0], [4.0, -1.0, 6.0, -1.0], [8.0, -1.0, 10.0, -1.0]]
     with pytest.raises(ValueError, match="out of range"):

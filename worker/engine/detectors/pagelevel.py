@@ -262,10 +262,13 @@ def _rows(buffer: Any, n: int, width: int) -> memoryview[float]:
     return memoryview(buffer).cast("B").cast("d", (n, width))
 
 
-def compiled_scores(kernel: Any, model: PageLevelModel, X: NDArray[np.float64]) -> NDArray[np.float64]:
-    """`model.scores(X)` by the compiled kernel (page/_walk.pyx `row_scores`): the same doubles."""
-    out = np.empty(X.shape[0])
-    kernel.row_scores(X, model.weights, model.offset, out)
+def compiled_scores(
+    kernel: Any, model: PageLevelModel, X: NDArray[np.float64], rows: list[int] | None = None
+) -> NDArray[np.float64]:
+    """`model.scores(X)` (of the `rows` only, when given) by the compiled kernel
+    (page/_walk.pyx `row_scores`): the same doubles."""
+    out = np.empty(X.shape[0] if rows is None else len(rows))
+    kernel.row_scores(X, model.weights, model.offset, out, rows)
     return out
 
 
@@ -282,10 +285,12 @@ def _features_agree(mod: Any) -> bool:
     if compiled_features(mod, probe).tobytes() != X.tobytes():
         return False
     model = load_model()
-    # Rows past the four the kernel adds side by side, and one row alone.
+    # Rows past the four the kernel adds side by side, one row alone, and the blocks' rows.
     return all(
-        compiled_scores(mod, model, rows).tobytes() == model.scores(rows).tobytes() for rows in (X, X[:5], X[:1])
-    )
+        compiled_scores(mod, model, part).tobytes() == model.scores(part).tobytes() for part in (X, X[:5], X[:1])
+    ) and compiled_scores(mod, model, X, probe.node_of_block).tobytes() == model_scores(
+        model, X, probe.node_of_block, None
+    ).tobytes()
 
 
 def features_kernel() -> Any:
@@ -295,10 +300,19 @@ def features_kernel() -> Any:
     return compiled.checked(checked_kernel)
 
 
-def model_scores(model: PageLevelModel, X: NDArray[np.float64]) -> NDArray[np.float64]:
-    """`model.scores(X)`, by the compiled kernel where it is in use."""
-    kernel = features_kernel()
-    return model.scores(X) if kernel is None else compiled_scores(kernel, model, X)
+_CHOSEN = object()
+
+
+def model_scores(
+    model: PageLevelModel, X: NDArray[np.float64], rows: list[int] | None = None, kernel: Any = _CHOSEN
+) -> NDArray[np.float64]:
+    """`model.scores(X)`, of the `rows` only when given, by the compiled kernel where it is
+    in use (`kernel`: the one `features_kernel` chose; None: the reference)."""
+    if kernel is _CHOSEN:
+        kernel = features_kernel()
+    if kernel is not None:
+        return compiled_scores(kernel, model, X, rows)
+    return model.scores(X if rows is None else X[np.asarray(rows, dtype=np.intp)])
 
 
 def page_features(page: PageTree) -> NDArray[np.float64]:
@@ -407,10 +421,12 @@ def block_scores(
     """Templateness of each of `page.blocks`: classifier scores, smoothed over the tree."""
     if not page.blocks:
         return np.zeros(0)
-    x = model_scores(model, page_features(page))
-    if smoothing > 0.0 and len(x) <= max_smooth_nodes:
-        x, _ = isotonic_tree(x, page.parent, smoothing, node_weights(page, weighting), max_values)
-    scores = x[np.asarray(page.node_of_block, dtype=np.intp)]
+    X = page_features(page)
+    if smoothing > 0.0 and len(X) <= max_smooth_nodes:
+        x, _ = isotonic_tree(model_scores(model, X), page.parent, smoothing, node_weights(page, weighting), max_values)
+        scores = x[np.asarray(page.node_of_block, dtype=np.intp)]
+    else:  # only the blocks' nodes are scored
+        scores = model_scores(model, X, page.node_of_block)
     # A page-level model that calls the page's main text template has misread the page
     # (measured: this keeps articles written in an unusual style), so it never does.
     scores[main_block(page)] = 0.0

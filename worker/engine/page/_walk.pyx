@@ -1741,43 +1741,61 @@ cdef inline double _sigmoid(double z, double offset) noexcept nogil:
     return 1.0 / (1.0 + exp(-z))
 
 
-def row_scores(const double[:, ::1] X, const double[::1] weights, double offset, double[::1] out):
-    """detectors/pagelevel.py `PageLevelModel.scores` (the reference) into out (a value a row
-    of X): 1 / (1 + exp(-clip(z - offset, -30, 30))), z the sum of X[i, j] * weights[j] added
-    in column order (as numpy's cumsum adds them), exp libm's (as Python's math.exp), so the
-    same doubles. Four rows at a time: each row's sum keeps its order, the four run side by
-    side (one sum waits on its last addition; four fill the pipeline)."""
-    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], i = 0, j
+def row_scores(const double[:, ::1] X, const double[::1] weights, double offset, double[::1] out, list rows=None):
+    """detectors/pagelevel.py `PageLevelModel.scores` (the reference) into out, a value for
+    each of `rows` (indices into X; all of X's rows when None): 1 / (1 + exp(-clip(z - offset,
+    -30, 30))), z the sum of X[i, j] * weights[j] added in column order (as numpy's cumsum adds
+    them), exp libm's (as Python's math.exp), so the same doubles. Four rows at a time: each
+    row's sum keeps its order, the four run side by side (one sum waits on its last addition;
+    four fill the pipeline)."""
+    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], k = 0, j, count, i
+    cdef Py_ssize_t r0, r1, r2, r3
     cdef double a0, a1, a2, a3, w
-    if weights.shape[0] != m or out.shape[0] != n:
+    cdef Py_ssize_t *at
+    count = n if rows is None else len(rows)
+    if weights.shape[0] != m or out.shape[0] != count:
         raise ValueError("row_scores: the arrays do not fit")
-    if n == 0:
+    if count == 0:
         return None
     if m == 0:
         raise ValueError("row_scores: X has no columns")
-    while i + 4 <= n:
-        w = weights[0]
-        a0 = X[i, 0] * w
-        a1 = X[i + 1, 0] * w
-        a2 = X[i + 2, 0] * w
-        a3 = X[i + 3, 0] * w
-        for j in range(1, m):
-            w = weights[j]
-            a0 = a0 + X[i, j] * w
-            a1 = a1 + X[i + 1, j] * w
-            a2 = a2 + X[i + 2, j] * w
-            a3 = a3 + X[i + 3, j] * w
-        out[i] = _sigmoid(a0, offset)
-        out[i + 1] = _sigmoid(a1, offset)
-        out[i + 2] = _sigmoid(a2, offset)
-        out[i + 3] = _sigmoid(a3, offset)
-        i += 4
-    while i < n:
-        a0 = X[i, 0] * weights[0]
-        for j in range(1, m):
-            a0 = a0 + X[i, j] * weights[j]
-        out[i] = _sigmoid(a0, offset)
-        i += 1
+    at = <Py_ssize_t *>malloc(count * sizeof(Py_ssize_t))
+    if at == NULL:
+        raise MemoryError()
+    try:
+        for k in range(count):
+            i = k if rows is None else <Py_ssize_t>rows[k]
+            if not 0 <= i < n:
+                raise ValueError("row_scores: a row is out of range")
+            at[k] = i
+        k = 0
+        while k + 4 <= count:
+            r0, r1, r2, r3 = at[k], at[k + 1], at[k + 2], at[k + 3]
+            w = weights[0]
+            a0 = X[r0, 0] * w
+            a1 = X[r1, 0] * w
+            a2 = X[r2, 0] * w
+            a3 = X[r3, 0] * w
+            for j in range(1, m):
+                w = weights[j]
+                a0 = a0 + X[r0, j] * w
+                a1 = a1 + X[r1, j] * w
+                a2 = a2 + X[r2, j] * w
+                a3 = a3 + X[r3, j] * w
+            out[k] = _sigmoid(a0, offset)
+            out[k + 1] = _sigmoid(a1, offset)
+            out[k + 2] = _sigmoid(a2, offset)
+            out[k + 3] = _sigmoid(a3, offset)
+            k += 4
+        while k < count:
+            r0 = at[k]
+            a0 = X[r0, 0] * weights[0]
+            for j in range(1, m):
+                a0 = a0 + X[r0, j] * weights[j]
+            out[k] = _sigmoid(a0, offset)
+            k += 1
+    finally:
+        free(at)
     return None
 
 
