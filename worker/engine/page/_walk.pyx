@@ -2302,14 +2302,51 @@ cdef str _dotless(str path):
     return _remove_dots(PyUnicode_Substring(path, 0, q)) + PyUnicode_Substring(path, q, PyUnicode_GET_LENGTH(path))
 
 
+cdef inline Py_ssize_t _href_marks(const ucs_t *s, Py_ssize_t n, Py_ssize_t *cut, Py_ssize_t *query,
+                                   Py_ssize_t *colon, Py_ssize_t *stop, bint *dotted) noexcept nogil:
+    """`_fast_href`'s one pass over an href, in the str's own width: where the fragment cuts
+    it (`cut`, n without one), its first "?" (`query`), ":" (`colon`), "/" or "?" (`stop`),
+    and whether a "/." comes before the query (`dotted`, or it was set already); -1 for a
+    tab or line break before the fragment (control characters after it change nothing
+    before it). A character that is none of "#?/:." and no control character is passed
+    over with one comparison."""
+    cdef Py_ssize_t i
+    cdef uint32_t c, prev = 0
+    for i in range(n):
+        c = s[i]
+        if c > 63:  # none of the characters looked for
+            prev = c
+            continue
+        if c == 35:  # "#"
+            cut[0] = i
+            return 0
+        if c == 9 or c == 10 or c == 13:
+            return -1
+        if c == 63:  # "?"
+            if query[0] < 0:
+                query[0] = i
+                if stop[0] < 0:
+                    stop[0] = i
+        elif c == 47:  # "/"
+            if stop[0] < 0:
+                stop[0] = i
+        elif c == 58:  # ":"
+            if colon[0] < 0:
+                colon[0] = i
+        elif c == 46 and prev == 47 and query[0] < 0:  # "/." before the query
+            dotted[0] = True
+        prev = c
+    return 0
+
+
 cdef object _fast_href(str href, str origin, str where):
     """One href's URL as links.py `_resolve_href` gives it, for the common forms: absolute
     http(s), root-relative and (`where` not None: the base directory has no dot segment)
     path-relative, dot segments removed; None for an in-page link; _SLOW for any other."""
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(href), i, cut, end, query = -1, colon = -1, stop = -1
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(href), at, cut, end, query = -1, colon = -1, stop = -1
     cdef int kind
     cdef const void *data
-    cdef Py_UCS4 c, first, prev = 0
+    cdef Py_UCS4 first
     cdef bint dotted
     if n == 0:
         return None
@@ -2322,27 +2359,14 @@ cdef object _fast_href(str href, str origin, str where):
         return _SLOW  # stripped first
     dotted = first == 46  # "."
     cut = n
-    for i in range(n):
-        c = PyUnicode_READ(kind, <void *>data, i)
-        if c == 35:  # "#": the fragment is cut off (control characters after it change nothing before it)
-            cut = i
-            break
-        if c == 9 or c == 10 or c == 13:
-            return _SLOW  # removed first, as browsers do
-        if c == 63:  # "?"
-            if query < 0:
-                query = i
-                if stop < 0:
-                    stop = i
-        elif c == 47:  # "/"
-            if stop < 0:
-                stop = i
-        elif c == 58:  # ":"
-            if colon < 0:
-                colon = i
-        elif c == 46 and prev == 47 and query < 0:  # "/." before the query
-            dotted = True
-        prev = c
+    if kind == PyUnicode_1BYTE_KIND:
+        at = _href_marks(<const Py_UCS1 *>data, n, &cut, &query, &colon, &stop, &dotted)
+    elif kind == PyUnicode_2BYTE_KIND:
+        at = _href_marks(<const Py_UCS2 *>data, n, &cut, &query, &colon, &stop, &dotted)
+    else:
+        at = _href_marks(<const uint32_t *>data, n, &cut, &query, &colon, &stop, &dotted)
+    if at < 0:
+        return _SLOW  # a tab or line break: removed first, as browsers do
     # urljoin drops an empty query: a "?" that is the href's first and last character (before "#").
     end = cut - 1 if query == cut - 1 else cut
     if _starts_http(kind, data, cut):
@@ -2369,13 +2393,16 @@ def absolute_links(hrefs, str origin, str where, resolve):
     the others by `resolve(href)` (URL or None)."""
     cdef set seen = set()
     cdef list out = []
+    cdef Py_ssize_t size = 0
     for href in dict.fromkeys(hrefs):
         url = _fast_href(<str>href, origin, where) if type(href) is str else _SLOW
         if url is _SLOW:
             url = resolve(href)
-        if url is not None and url not in seen:
-            seen.add(url)
-            out.append(url)
+        if url is not None:
+            seen.add(url)  # one lookup: a URL seen before leaves the set's size as it was
+            if len(seen) != size:
+                size += 1
+                out.append(url)
     return out
 
 
