@@ -1704,31 +1704,37 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
             row[col + 3] = counts[i, 9] / nw
             row[col + 4] = 1.0
         if logs is not None:
-            if log_cols is None or logs.shape[0] != n or logs.shape[1] != log_cols.shape[0]:
-                raise ValueError("features: the log columns do not fit")
-            for k in range(log_cols.shape[0]):
-                if not 0 <= log_cols[k] < m:
-                    raise ValueError("features: a log column is out of range")
-            for i in range(n):
-                for k in range(log_cols.shape[0]):
-                    logs[i, k] = X[i, log_cols[k]]
+            if log_cols is None:
+                raise ValueError("features: the log columns are not given")
+            _copy_columns(X, logs, log_cols, True, "features")
     finally:
         free(work)
     return col + 5
 
 
-def put_columns(double[:, ::1] X, const Py_ssize_t[::1] columns, const double[:, ::1] values):
+def put_columns(double[:, ::1] X, const Py_ssize_t[::1] columns, double[:, ::1] values):
     """X[:, columns] = values, for numpy's log1p of `page_features`' log columns."""
-    cdef Py_ssize_t n = X.shape[0], m = X.shape[1], k, i
-    if values.shape[0] != n or values.shape[1] != columns.shape[0]:
-        raise ValueError("put_columns: the arrays do not fit")
-    for k in range(columns.shape[0]):
-        if not 0 <= columns[k] < m:
-            raise ValueError("put_columns: a column is out of range")
-    for i in range(n):
-        for k in range(columns.shape[0]):
-            X[i, columns[k]] = values[i, k]
+    _copy_columns(X, values, columns, False, "put_columns")
     return None
+
+
+cdef int _copy_columns(double[:, ::1] wide, double[:, ::1] narrow, const Py_ssize_t[::1] columns, bint to_narrow,
+                       str who) except -1:
+    """narrow[:, k] = wide[:, columns[k]] (`to_narrow`), else wide[:, columns[k]] = narrow[:, k];
+    the arrays and columns checked first (`who` names the caller in the error)."""
+    cdef Py_ssize_t n = wide.shape[0], m = wide.shape[1], c = columns.shape[0], i, k
+    if narrow.shape[0] != n or narrow.shape[1] != c:
+        raise ValueError(f"{who}: the arrays do not fit")
+    for k in range(c):
+        if not 0 <= columns[k] < m:
+            raise ValueError(f"{who}: a column is out of range")
+    for i in range(n):
+        for k in range(c):
+            if to_narrow:
+                narrow[i, k] = wide[i, columns[k]]
+            else:
+                wide[i, columns[k]] = narrow[i, k]
+    return 0
 
 
 cdef inline double _sigmoid(double z, double offset) noexcept nogil:
