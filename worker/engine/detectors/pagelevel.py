@@ -285,12 +285,11 @@ def _features_agree(mod: Any) -> bool:
     if compiled_features(mod, probe).tobytes() != X.tobytes():
         return False
     model = load_model()
+    nodes = probe.node_of_block
     # Rows past the four the kernel adds side by side, one row alone, and the blocks' rows.
     return all(
         compiled_scores(mod, model, part).tobytes() == model.scores(part).tobytes() for part in (X, X[:5], X[:1])
-    ) and compiled_scores(mod, model, X, probe.node_of_block).tobytes() == model_scores(
-        model, X, probe.node_of_block, None
-    ).tobytes()
+    ) and compiled_scores(mod, model, X, nodes).tobytes() == model.scores(X)[nodes].tobytes()
 
 
 def features_kernel() -> Any:
@@ -300,16 +299,9 @@ def features_kernel() -> Any:
     return compiled.checked(checked_kernel)
 
 
-_CHOSEN = object()
-
-
-def model_scores(
-    model: PageLevelModel, X: NDArray[np.float64], rows: list[int] | None = None, kernel: Any = _CHOSEN
-) -> NDArray[np.float64]:
-    """`model.scores(X)`, of the `rows` only when given, by the compiled kernel where it is
-    in use (`kernel`: the one `features_kernel` chose; None: the reference)."""
-    if kernel is _CHOSEN:
-        kernel = features_kernel()
+def model_scores(model: PageLevelModel, X: NDArray[np.float64], rows: list[int] | None = None) -> NDArray[np.float64]:
+    """`model.scores(X)`, of the `rows` only when given, by the compiled kernel where it is in use."""
+    kernel = features_kernel()
     if kernel is not None:
         return compiled_scores(kernel, model, X, rows)
     return model.scores(X if rows is None else X[np.asarray(rows, dtype=np.intp)])

@@ -1518,7 +1518,7 @@ cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint asc
 def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, ::1] counts,
                   const long long[::1] flag_bits, const double[::1] char_edges,
                   const double[::1] anchor_edges, const double[::1] pos_edges, Py_ssize_t n_tags,
-                  const Py_ssize_t[::1] log_cols=None, double[:, ::1] logs=None):
+                  const Py_ssize_t[::1] log_cols, double[:, ::1] logs):
     """detectors/pagelevel.py `features` (the reference), row by row, into X (n rows).
 
     cols: the node columns (page/tree.py NODE_COLUMNS), counts: the text statistics
@@ -1527,9 +1527,9 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
     (log_chars, log_sub_chars, log_avg_seg, log_segs, log_children, log_words,
     prev_log_chars, next_log_chars: `log_cols`) are left holding log1p's argument, for the
     caller to take with numpy's log1p (whose SIMD results differ from libm's in the last
-    bit); with `logs` (n rows, a column for each of `log_cols`) given, those arguments are
-    also copied there, so that numpy's log1p goes over one contiguous array and
-    `put_columns` writes its results back. Sums over nodes (subtrees, siblings) add in node
+    bit); those arguments are also copied into `logs` (n rows, a column for each of
+    `log_cols`), so that numpy's log1p goes over one contiguous array and `put_columns`
+    writes its results back. Sums over nodes (subtrees, siblings) add in node
     order, as numpy's cumsum and bincount do. Returns the number of columns written.
     """
     cdef Py_ssize_t n = cols.shape[0], m = X.shape[1], i, j, k, col = 0, p, top = 0, g, prev = -1
@@ -1703,10 +1703,7 @@ def page_features(double[:, ::1] X, const double[:, ::1] cols, const double[:, :
             row[col + 2] = counts[i, 7]
             row[col + 3] = counts[i, 9] / nw
             row[col + 4] = 1.0
-        if logs is not None:
-            if log_cols is None:
-                raise ValueError("features: the log columns are not given")
-            _copy_columns(X, logs, log_cols, True, "features")
+        _copy_columns(X, logs, log_cols, True, "features")
     finally:
         free(work)
     return col + 5
