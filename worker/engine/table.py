@@ -50,6 +50,18 @@ _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
 CLUSTERS_MAGIC = b"DTC1"  # the cluster section: detemplate.engine.detectors.clusters.HostClusters.to_bytes
 _LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
+_LIVES: dict[tuple[int, float], list[int]] = {}
+
+
+def _lives(params: TableParams) -> list[int]:
+    """t(df) for df < _LIFE_TABLE_SIZE, computed once per (tb, n), as detectors/clusters.py
+    `_lifetimes` does: a crawl makes or loads a table for every host it meets, and the 64
+    exp() calls cost 23 us each time. Shared by the tables; never changed."""
+    life = _LIVES.get((params.tb, params.n))
+    if life is None:
+        life = _LIVES[(params.tb, params.n)] = [params.lifetime(df) for df in range(_LIFE_TABLE_SIZE)]
+    return life
+
 
 class HostTable:
     """One host's segment table. Not thread-safe; one owner at a time."""
@@ -81,7 +93,7 @@ class HostTable:
         # key -> df << 32 | last_seen: one int per entry keeps the table compact.
         self._entries: dict[int, int] = {}
         self._wheel: dict[int, list[int]] = {}
-        self._life = [params.lifetime(df) for df in range(_LIFE_TABLE_SIZE)]
+        self._life = _lives(params)
         # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
         self.clusters: Any = None
 
