@@ -409,6 +409,20 @@ def test_the_compiled_text_level_agrees_with_python(blocks: list[tuple[float, in
     assert compiled.module().text_level(scores, chars, quantile) == text_level_python(scores, chars, quantile)
 
 
+@needs_fast
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 6_000), st.sampled_from([0.05, 0.5, 0.93]))
+def test_the_compiled_text_level_sorts_long_pages_as_python_does(seed: int, n: int, quantile: float) -> None:
+    """Past the first gaps of the compiled sort (page/_walk.pyx `_sort`): thousands of blocks,
+    half of their scores tied."""
+    from detemplate.engine.decision import text_level_python
+
+    rng = np.random.default_rng(seed)
+    scores = np.where(rng.random(n) < 0.5, rng.choice([0.0, 0.25, 1.0], n), rng.random(n)).tolist()
+    chars = rng.integers(0, 400, n).tolist()
+    assert compiled.module().text_level(scores, chars, quantile) == text_level_python(scores, chars, quantile)
+
+
 def test_the_clusters_use_the_compiled_signatures_when_the_walk_is_compiled() -> None:
     is_compiled = compiled.module() is not None
     assert (clusters.kernels().minhash32 is not clusters.minhash32_python) == is_compiled
@@ -797,6 +811,18 @@ def test_the_walks_white_space_is_what_split_parts_words_at() -> None:
     assert [c for c in range(sys.maxunicode + 1) if mod.is_space(c)] == [
         c for c in range(sys.maxunicode + 1) if chr(c).isspace()
     ]
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="a.bé€😀", max_size=4), st.text(alphabet="a.bé€😀", max_size=4))
+@example(a="..", b="..")
+@example(a="ab", b="a\xe9")  # the same length, two kinds
+@example(a="\u20ac", b="\u20ad")
+def test_the_walks_str_equality_is_pythons(a: str, b: str) -> None:
+    mod = compiled.module()
+    assert mod.same(a, b) == (a == b)
+    assert mod.same(a, "".join(list(a)))  # equal, not the same object
 
 
 @needs_fast

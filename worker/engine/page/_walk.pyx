@@ -26,7 +26,7 @@ import array
 from bisect import bisect_left
 from libc.math cimport exp
 from libc.stdint cimport uint32_t, uintptr_t
-from libc.stdlib cimport calloc, free, malloc, qsort, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.pyport cimport PY_SSIZE_T_MAX
 
@@ -456,6 +456,24 @@ cdef inline void _put(object tup, Py_ssize_t i, object item):
     PyTuple_SET_ITEM(tup, i, item)
 
 
+cdef inline bint _same(str a, str b) noexcept:
+    """a == b for two strs, decided as CPython's own equality does (equal strs have one kind,
+    PEP 393's canonical form: the same length, kind and code units). Cython's `==` on strs
+    calls PyUnicode_Compare, which orders them: 95 instructions a comparison."""
+    cdef Py_ssize_t n
+    if a is b:
+        return True
+    n = PyUnicode_GET_LENGTH(a)
+    if n != PyUnicode_GET_LENGTH(b) or PyUnicode_KIND(a) != PyUnicode_KIND(b):
+        return False
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), n * PyUnicode_KIND(a)) == 0
+
+
+def same(str a, str b):
+    """`_same`, for tests (it must be `==` on every pair of strs)."""
+    return _same(a, b)
+
+
 ctypedef fused sorted_t:
     Py_ssize_t
     unsigned long long
@@ -523,6 +541,8 @@ cdef class _Tag:
     cdef int bits
     cdef bint line        # an inline element that ends a line of text (cues.LINE_TAGS)
     cdef bint glue        # <wbr>: the words on either side are one (cues.GLUE_TAG), as across a comment
+    cdef bint body        # <body>: its classes name the page's type, not its layout
+    cdef Py_ssize_t group  # its column among the tag features (Walker.tag_groups)
 
 
 cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
@@ -532,15 +552,56 @@ cdef inline unsigned long long _mix(unsigned long long z) noexcept nogil:
     return z ^ (z >> 31)
 
 
-cdef int _by_value(const void *a, const void *b) noexcept nogil:
-    """qsort's order of unsigned 64-bit integers, or of structs that begin with one (_KeyRef)."""
-    cdef unsigned long long x = (<const unsigned long long *>a)[0], y = (<const unsigned long long *>b)[0]
-    return (x > y) - (x < y)
-
-
 cdef struct _KeyRef:
-    unsigned long long key  # first: _by_value orders by it
+    unsigned long long key
     PyObject *obj
+
+
+cdef struct _Scored:
+    double score
+    Py_ssize_t chars
+
+
+ctypedef fused sortable:
+    unsigned long long
+    _KeyRef
+    _Scored
+
+
+cdef inline bint _before(sortable *a, sortable *b) noexcept nogil:
+    if sortable is _KeyRef:
+        return a.key < b.key
+    elif sortable is _Scored:
+        return a.score < b.score
+    else:
+        return a[0] < b[0]
+
+
+# Ciura's gaps for Shell's sort, then each about 2.25 times the last.
+cdef Py_ssize_t _GAPS[24]
+_GAPS[:9] = [1, 4, 10, 23, 57, 132, 301, 701, 1750]
+for _g in range(9, 24):
+    _GAPS[_g] = <Py_ssize_t>(_GAPS[_g - 1] * 2.25)
+
+
+cdef void _sort(sortable *a, Py_ssize_t n) noexcept nogil:
+    """a[:n] in ascending order (by `_before`; not stable): Shell's sort, in place. Here
+    rather than libc's qsort, whose comparison through a function pointer cost more than the
+    sorting (a page's segment keys, layout keys and block scores: ~100 each)."""
+    cdef Py_ssize_t g = 0, gap, i, j
+    cdef sortable x
+    while g + 1 < 24 and _GAPS[g + 1] < n:
+        g += 1
+    while g >= 0:
+        gap = _GAPS[g]
+        for i in range(gap, n):
+            x = a[i]
+            j = i
+            while j >= gap and _before(&x, &a[j - gap]):
+                a[j] = a[j - gap]
+                j -= gap
+            a[j] = x
+        g -= 1
 
 
 cdef inline unsigned long long _key64(object key) except? 0xFFFFFFFFFFFFFFFFULL:
@@ -571,7 +632,7 @@ cdef tuple _distinct_keys(list segments):
                 refs[k].key = _key64(key)
                 refs[k].obj = <PyObject *>key
                 k += 1
-        qsort(refs, total, sizeof(_KeyRef), _by_value)
+        _sort(refs, total)
         for i in range(total):
             if i and refs[i].key == refs[i - 1].key:
                 continue
@@ -594,8 +655,13 @@ ctypedef struct _Node:
     Py_ssize_t links
     Py_ssize_t ends
     long flags
+    Py_ssize_t group  # its column among the tag features (Walker.tag_groups)
     Py_ssize_t path_at
     Py_ssize_t path_len
+
+
+cdef enum:
+    MAX_CLOSERS = 16
 
 
 cdef class Walker:
@@ -611,7 +677,8 @@ cdef class Walker:
     cdef object hints  # page/compiled.py `hints`: the compiled marks, or cues.hints
     cdef list cached  # tag id -> _Tag or None
     cdef bytes lut  # character class of each code point below LUT_SIZE (cues.LUT)
-    cdef frozenset closers  # code points that end a sentence
+    cdef Py_UCS4 closer_codes[MAX_CLOSERS]  # the characters that end a sentence (cues.CLOSERS)
+    cdef int n_closers
     cdef frozenset stopwords
     # The ASCII stopwords, packed little-endian, in an open-addressing table (0: an empty slot;
     # no packed word is 0) of STOP_SLOTS slots, at most half of them full (`_is_stopword`).
@@ -731,7 +798,12 @@ cdef class Walker:
         if len(lut) != LUT_SIZE + 1:
             raise ValueError("the character class table has the wrong size")
         self.lut = lut
-        self.closers = closers
+        if len(closers) > MAX_CLOSERS or any(len(c) != 1 for c in closers):
+            raise ValueError(f"the sentence closers must be at most {MAX_CLOSERS} single characters")
+        self.n_closers = 0
+        for c in sorted(closers):
+            self.closer_codes[self.n_closers] = ord(c)
+            self.n_closers += 1
         self.stopwords = stopwords
         self.copyright_marks = copyright_marks
         self.tag_groups = tag_groups
@@ -751,7 +823,8 @@ cdef class Walker:
     cdef int _reserve(self, Py_ssize_t n) except -1:
         return _grow(&self.buf, &self.cap, n)
 
-    cdef Py_ssize_t _add_node(self, Py_ssize_t parent, Py_ssize_t depth, long flags, Py_ssize_t path_len) except -1:
+    cdef Py_ssize_t _add_node(self, Py_ssize_t parent, Py_ssize_t depth, long flags, Py_ssize_t group,
+                              Py_ssize_t path_len) except -1:
         """A new node (its path buf[:path_len], its text from here on); returns its number."""
         cdef Py_ssize_t k = self.n_nodes
         cdef _Node *grown
@@ -773,6 +846,7 @@ cdef class Walker:
         node.links = 0
         node.ends = k + 1
         node.flags = flags
+        node.group = group
         node.path_at = self.pbuf_len
         node.path_len = path_len
         self.pbuf_len += path_len
@@ -813,6 +887,8 @@ cdef class Walker:
         info.bits = self.inherit.get(info.name, 0)
         info.line = info.kind == INLINE and info.name in self.line_tags
         info.glue = info.name == "wbr"
+        info.body = info.name == "body"
+        info.group = self.tag_groups.get(info.name, self.other_group)
         if tid < N_CACHED:
             self.cached[tid] = info
         return info
@@ -1143,11 +1219,11 @@ cdef class Walker:
             form = b""
             if info.kind == BLOCK and self.cues:
                 # The body's classes name the page's type, not its layout (see page/python.py).
-                own, form = self._class_id(child, info.name == "body")
+                own, form = self._class_id(child, info.body)
             inner = inh | (own << 2) | info.bits
             if info.kind == BLOCK:
                 self._flush()  # a nested layout element ends the enclosing block's run
-                target = self._add_node(blk, depth, own | (inh & ~F_IN_A), child_len)
+                target = self._add_node(blk, depth, own | (inh & ~F_IN_A), info.group, child_len)
                 PyList_Append(self.tags, info.name)
                 PyList_Append(self.segments, [])
                 child_lpath = self._layout(lpath_len, info, form) if self.cues else 0
@@ -1227,7 +1303,7 @@ cdef class Walker:
         cdef bytes utf8 = name.encode()
         self._reserve(len(utf8) + 1)
         memcpy(self.buf, <const char *>utf8, len(utf8))
-        self._add_node(-1, 0, 0, len(utf8))  # the root
+        self._add_node(-1, 0, 0, self.tag_groups.get(name, self.other_group), len(utf8))  # the root
         _grow(&self.lbuf, &self.lcap, len(utf8) + 1)
         self.lbuf[0] = 1  # keys.layout_key hashes its path after a \x01 byte
         memcpy(self.lbuf + 1, <const char *>utf8, len(utf8))
@@ -1254,33 +1330,40 @@ cdef class Walker:
         cdef list segments = self.segments
         cdef _Node *nodes = self.nodes
         cdef Py_ssize_t n = self.n_nodes, i, p, o, k = 0
-        cdef list owner = [None] * n
-        cdef dict hrefs = {}
+        cdef Py_ssize_t *owner
+        cdef list hrefs = None  # by node: its links, or None
         cdef list blocks = []
         cdef list node_of_block = []
         cdef list texts
         cdef list segs
         if self.anchors:
-            # A text-less block's links go to its nearest enclosing block with text.
-            for i in range(n):
-                if segments[i]:
-                    owner[i] = i
-                else:
-                    p = nodes[i].parent
-                    owner[i] = owner[p] if p >= 0 else None
-            for blk, href in self.anchors:
-                o_obj = owner[blk]
-                if o_obj is not None:
-                    lst = hrefs.get(o_obj)
-                    if lst is None:
-                        hrefs[o_obj] = [href]
+            # A text-less block's links go to its nearest enclosing block with text (-1: none).
+            owner = <Py_ssize_t *>malloc((n + 1) * sizeof(Py_ssize_t))
+            if owner == NULL:
+                raise MemoryError()
+            hrefs = [None] * n
+            try:
+                for i in range(n):
+                    if segments[i]:
+                        owner[i] = i
                     else:
-                        (<list>lst).append(href)
+                        p = nodes[i].parent
+                        owner[i] = owner[p] if p >= 0 else -1
+                for blk, href in self.anchors:
+                    o = owner[<Py_ssize_t>blk]
+                    if o >= 0:
+                        lst = hrefs[o]
+                        if lst is None:
+                            hrefs[o] = [href]
+                        else:
+                            (<list>lst).append(href)
+            finally:
+                free(owner)
         block_type = self.block_type
         for i in range(n):
             segs = <list>segments[i]
             if segs:
-                hrefs_of = hrefs.get(i, ()) if hrefs else ()
+                hrefs_of = () if hrefs is None or hrefs[i] is None else hrefs[i]
                 block = PyType_GenericAlloc(block_type, 4)  # Block(path, segments, order, links)
                 _put(block, 0, PyUnicode_DecodeUTF8(<const char *>self.pbuf + nodes[i].path_at, nodes[i].path_len, NULL))
                 _put(block, 1, segs)
@@ -1336,12 +1419,12 @@ cdef class Walker:
             row[1] = node.chars
             row[2] = node.achars
             row[3] = node.links
-            row[4] = <Py_ssize_t>seg_counts[i]
+            row[4] = len(<list>segments[i])
             row[5] = node.ends
             row[6] = node.start
             row[7] = node.depth
             row[8] = node.flags
-            row[9] = <Py_ssize_t>self.tag_groups.get(tags[i], self.other_group)
+            row[9] = node.group
         # The main text (tree.py `main_block`): the block with the most plain (non-link)
         # characters, the first of equals; -1 (asked later) on a page without blocks.
         cdef Py_ssize_t main = -1, plain, most = -1
@@ -1384,7 +1467,11 @@ cdef class Walker:
             if m:
                 last = PyUnicode_READ(kind, data, m - 1)
         memcpy(out, acc, 7 * sizeof(double))
-        out[7] = 1.0 if last in self.closers else 0.0
+        out[7] = 0.0
+        for k in range(self.n_closers):
+            if last == self.closer_codes[k]:
+                out[7] = 1.0
+                break
         # A mark needs a "©" or a "right": a text with neither is not searched.
         out[8] = 1.0 if maybe_mark and _copyright_mark(
             PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)) else 0.0
@@ -2121,7 +2208,7 @@ def layout_keys(list paths, list novel, list parent, list container, list end, P
             count += 1
         out[count] = pages_key
         count += 1
-        qsort(out, count, sizeof(unsigned long long), _by_value)
+        _sort(out, count)
         for i in range(count):
             if i and out[i] == out[i - 1]:
                 continue
@@ -2192,7 +2279,7 @@ def aside_blocks(list flags, list nodes, list tag, list parent, list end, list c
         while True:
             element = -1
             for k in range(at, n):
-                if <str>tag[k] == name:
+                if _same(<str>tag[k], name):
                     element = k
                     break
             if element < 0:
@@ -2285,13 +2372,13 @@ cdef str _remove_dots(str path):
     """links.py `_remove_dots`, the same steps: RFC 3986 remove_dot_segments on an absolute path."""
     cdef list segs = path.split("/"), out = []
     for seg in segs:
-        if seg == "..":
+        if _same(<str>seg, ".."):
             if len(out) > 1:
                 out.pop()
-        elif seg != ".":
+        elif not _same(<str>seg, "."):
             out.append(seg)
-    last = segs[len(segs) - 1]  # (no negative indexes in this module: wraparound is off)
-    if last == "." or last == "..":
+    last = <str>segs[len(segs) - 1]  # (no negative indexes in this module: wraparound is off)
+    if _same(last, ".") or _same(last, ".."):
         out.append("")
     return "/".join(out)
 
@@ -2418,16 +2505,6 @@ cdef enum:  # what block_decisions knows of a block
     _PROSE = 4  # new prose: not a link list, at least half of its characters new to the host
 
 
-cdef struct _Scored:
-    double score
-    Py_ssize_t chars
-
-
-cdef int _by_score(const void *a, const void *b) noexcept nogil:
-    cdef double x = (<const _Scored *>a).score, y = (<const _Scored *>b).score
-    return (x > y) - (x < y)
-
-
 cdef double _level(_Scored *items, Py_ssize_t k, double quantile) noexcept nogil:
     """engine/decision.py `text_level`: the score at which the items' chars, by rising
     score, reach `quantile` of their sum (0.0 without chars). Sorts `items`."""
@@ -2437,7 +2514,7 @@ cdef double _level(_Scored *items, Py_ssize_t k, double quantile) noexcept nogil
         total += items[i].chars
     if k == 0 or total <= 0:
         return 0.0
-    qsort(items, k, sizeof(_Scored), _by_score)
+    _sort(items, k)
     at = quantile * <double>total
     for i in range(k):
         reached += items[i].chars
@@ -3010,16 +3087,17 @@ def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t th
     cdef unsigned long long packed_value, last_mask = (1ULL << df_shift) - 1
     cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1], expires, last
     cdef object packed, bucket
+    cdef list fresh = None  # the bucket of this page's new keys, all due at the same page
     for key in keys:
         packed = entries.get(key)
         if packed is None:
             df = 1
-            due = page + life1 + 1  # a new key is scheduled once, at its expiry
-            bucket = wheel.get(due)
-            if bucket is None:
-                wheel[due] = [key]
-            else:
-                (<list>bucket).append(key)
+            if fresh is None:
+                due = page + life1 + 1  # a new key is scheduled once, at its expiry
+                fresh = wheel.get(due)
+                if fresh is None:
+                    fresh = wheel[due] = []
+            fresh.append(key)
         else:
             df = (<unsigned long long>packed >> df_shift) + 1
         entries[key] = (<unsigned long long>df << df_shift) | <unsigned long long>page
