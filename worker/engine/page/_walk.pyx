@@ -812,7 +812,9 @@ cdef class Walker:
         self.has_word = has_word
         self.layout_classes = layout_classes
         self.class_ids = []
-        packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and 0 < len(w) <= 8)
+        if any(w.isascii() and len(w) > 8 for w in stopwords):
+            raise ValueError("an ASCII stopword of more than 8 characters does not pack into the table")
+        packed = sorted(_pack(w.encode()) for w in stopwords if w.isascii() and w)
         if 2 * len(packed) > STOP_SLOTS:
             raise ValueError("too many stopwords")
         memset(self.stop_table, 0, sizeof(self.stop_table))
@@ -1503,34 +1505,27 @@ def is_space(uint32_t c):
 cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, double *acc) except -1:
     """Add one segment's counts to acc (Walker._text_stats' columns; acc[9]: stopwords, as
     counted among `text.lower().split()`): character classes by the walker's table, and its
-    words, parted at Unicode white space as split does. A word of ASCII characters is
-    lower-cased and packed on the fly and looked up among the packed stopwords; a word with
-    any other character is lower-cased by Python and looked up in the set, unless it is longer
-    than every stopword (lower-casing never shortens a word). Returns whether the segment holds
-    a "©" or "right" in any case of A-Z (both copyright marks hold one of them, and neither
-    crosses the space between two segments: without one, the text holds no mark)."""
+    words, parted at Unicode white space as split does, each looked up among the stopwords
+    when it ends (`_is_stopword`). Returns whether the segment holds a "©" or "right" in any
+    case of A-Z (both copyright marks hold one of them, and neither crosses the space between
+    two segments: without one, the text holds no mark)."""
     cdef const unsigned char *lut = <const unsigned char *>w.lut
     cdef Py_ssize_t j, start = 0
     cdef uint32_t ch, nxt
     cdef unsigned char cls, prev_cls = C_BOUNDARY  # a segment follows the node's start or a joining space
     cdef Py_ssize_t space = 0, punct = 0, sent = 0, digit = 0, upper = 0, pipe = 0, comma = 0, stop = 0
-    cdef bint in_word = False, ascii = True, packable = True, mark = False
-    cdef unsigned long long word = 0
+    cdef bint in_word = False, ascii = True, mark = False
     for j in range(m):
         ch = data[j]
         if 97 <= ch <= 122 and ch != 103:
             # Most of a text: a lower-case ASCII letter other than "g" (the middle of a
             # "right", looked for as a copyright mark) has no class, is no space and no
-            # mark; it only goes into the word.
+            # mark; it is only part of a word.
             prev_cls = 0
             if not in_word:
                 in_word = True
                 start = j
-                word = ch
                 ascii = True
-                packable = True
-            elif ascii and j - start < 8:
-                word |= (<unsigned long long>ch) << (8 * (j - start))
             continue
         cls = lut[ch if ch < LUT_SIZE else LUT_SIZE]
         if cls:
@@ -1556,29 +1551,20 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
         prev_cls = cls
         if _is_space(ch):
             if in_word:
-                stop += _is_stopword(seg, start, j, ascii, packable, word, w)
+                stop += _is_stopword(data, start, j, ascii, seg, w)
                 in_word = False
             continue
         if not in_word:
             in_word = True
             start = j
-            word = 0
             ascii = True
-            packable = True
         if ch == 0xA9 or ((ch == 103 or ch == 71) and not mark
                           and _matches_lower_ucs(sizeof(ucs_t), <void *>data, m, j - 2, b"right", 5)):
             mark = True
         if ch >= 128:
             ascii = False
-        elif ascii:
-            if 65 <= ch <= 90:
-                ch += 32
-            elif ch == 0:
-                packable = False  # a NUL would pack like the end of a shorter word
-            if j - start < 8:
-                word |= (<unsigned long long>ch) << (8 * (j - start))
     if in_word:
-        stop += _is_stopword(seg, start, m, ascii, packable, word, w)
+        stop += _is_stopword(data, start, m, ascii, seg, w)
     acc[0] += space
     acc[1] += punct
     acc[2] += sent
@@ -1590,14 +1576,29 @@ cdef int _segment_stats(const ucs_t *data, Py_ssize_t m, str seg, Walker w, doub
     return mark
 
 
-cdef inline int _is_stopword(str seg, Py_ssize_t start, Py_ssize_t end, bint ascii, bint packable,
-                             unsigned long long word, Walker w) except -1:
-    """Whether seg[start:end], a word, lower-cased is a stopword (`_segment_stats`)."""
-    if ascii:
-        return packable and end - start <= 8 and _in_table(w.stop_table, word)
+cdef inline int _is_stopword(const ucs_t *data, Py_ssize_t start, Py_ssize_t end, bint ascii, str seg,
+                             Walker w) except -1:
+    """Whether the word data[start:end] of `seg`, lower-cased, is a stopword. No word longer
+    than every stopword is one (lower-casing never shortens a word). An ASCII word is
+    lower-cased and packed little-endian into one integer, looked up among the packed
+    stopwords (a NUL would pack like the end of a shorter word: no stopword holds one); any
+    other word is lower-cased by Python and looked up in the set."""
+    cdef unsigned long long word = 0, c
+    cdef Py_ssize_t k
     if end - start > w.max_stop_len:
         return 0
-    return PyUnicode_Substring(seg, start, end).lower() in w.stopwords
+    if not ascii:
+        return PyUnicode_Substring(seg, start, end).lower() in w.stopwords
+    if end - start > 8:
+        return 0
+    for k in range(start, end):
+        c = data[k]
+        if c == 0:
+            return 0
+        if 65 <= c <= 90:
+            c += 32
+        word |= c << (8 * (k - start))
+    return _in_table(w.stop_table, word)
 
 
 # -- the page-level model's features ---------------------------------------------------------
