@@ -815,6 +815,17 @@ def test_the_walks_white_space_is_what_split_parts_words_at() -> None:
 
 @needs_fast
 @settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=12) | st.text(alphabet="ab é€😀", max_size=12).map(str.encode))
+@example(data=b"")
+@example(data=b"a")
+@example(data=b"plain ascii text")
+@example(data=b"ascii then \xff")
+def test_the_walks_decoding_is_pythons(data: bytes) -> None:
+    assert compiled.module().utf8_str(data) == data.decode("utf-8", "replace")
+
+
+@needs_fast
+@settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="a.bé€😀", max_size=4), st.text(alphabet="a.bé€😀", max_size=4))
 @example(a="..", b="..")
 @example(a="ab", b="a\xe9")  # the same length, two kinds

@@ -25,7 +25,7 @@ from cpython cimport array
 import array
 from bisect import bisect_left
 from libc.math cimport exp
-from libc.stdint cimport uint32_t, uintptr_t
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.pyport cimport PY_SSIZE_T_MAX
@@ -62,6 +62,7 @@ cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 c)
     bint Py_UNICODE_ISALNUM(Py_UCS4 c)
     object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void PyObject_GC_UnTrack(object o)
     ctypedef unsigned char Py_UCS1
     ctypedef unsigned short Py_UCS2
@@ -346,7 +347,7 @@ cdef object _attr_str(void *element, const char *wanted, size_t wanted_len):
     cdef const unsigned char *value = _attr_bytes(element, wanted, wanted_len, &length)
     if value == NULL:
         return None
-    return PyUnicode_DecodeUTF8(<const char *>value, length, "replace")
+    return _utf8(<const char *>value, length, "replace")
 
 
 cdef void _class_and_id(void *element, const unsigned char **cls, size_t *cls_len, const unsigned char **ident,
@@ -472,6 +473,31 @@ cdef inline bint _same(str a, str b) noexcept:
 def same(str a, str b):
     """`_same`, for tests (it must be `==` on every pair of strs)."""
     return _same(a, b)
+
+
+cdef object _utf8(const char *s, Py_ssize_t n, const char *errors):
+    """PyUnicode_DecodeUTF8(s, n, errors), an ASCII text made directly: most of a page's
+    texts, paths and hrefs are ASCII, which the decoder copies through its general path
+    (about 430 instructions for a segment's text)."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t word, seen = 0
+    while i + 8 <= n:  # eight bytes at a time
+        memcpy(&word, s + i, 8)
+        seen |= word
+        i += 8
+    while i < n:
+        seen |= <unsigned char>s[i]
+        i += 1
+    if seen & 0x8080808080808080ULL or n < 2:  # (a text of one character: the decoder's cached one)
+        return PyUnicode_DecodeUTF8(s, n, errors)
+    out = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(out), s, n)
+    return out
+
+
+def utf8_str(bytes data):
+    """`_utf8`, for tests: data.decode("utf-8", "replace")."""
+    return _utf8(<const char *>data, len(data), "replace")
 
 
 ctypedef fused sorted_t:
@@ -1100,7 +1126,7 @@ cdef class Walker:
             gap = (self.piece_edges[k] & 2) != 0
         if empty:
             return 0
-        text = PyUnicode_DecodeUTF8(<const char *>self.key_buf + start_text, j - start_text, NULL)
+        text = _utf8(<const char *>self.key_buf + start_text, j - start_text, NULL)
         key = self._hash(self.key_buf, j)
         seg = PyType_GenericAlloc(self.segment_type, 3)  # Segment(key, text, chars)
         _put(seg, 0, key)
@@ -1367,7 +1393,7 @@ cdef class Walker:
             if segs:
                 hrefs_of = () if hrefs is None or hrefs[i] is None else hrefs[i]
                 block = PyType_GenericAlloc(block_type, 4)  # Block(path, segments, order, links)
-                _put(block, 0, PyUnicode_DecodeUTF8(<const char *>self.pbuf + nodes[i].path_at, nodes[i].path_len, NULL))
+                _put(block, 0, _utf8(<const char *>self.pbuf + nodes[i].path_at, nodes[i].path_len, NULL))
                 _put(block, 1, segs)
                 _put(block, 2, PyLong_FromSsize_t(k))
                 _put(block, 3, hrefs_of)
