@@ -37,7 +37,7 @@ from typing import Any
 from .errors import StateError
 from .keys import TAG, TAG_MASK
 from .page import compiled
-from .params import EventParams, TableParams
+from .params import LIFETIMES, EventParams, TableParams, logistic_lifetimes
 
 # On disk and on the wire (RocksDB values, changelog snapshots):
 #   header  = magic "DTT1", then little-endian fields below
@@ -49,18 +49,6 @@ _HEADER = struct.Struct("<4sQqQQQQQQ")  # magic, pages, source_offset, template_
 _DF_SHIFT = 32
 _LAST_MASK = (1 << 32) - 1
 CLUSTERS_MAGIC = b"DTC1"  # the cluster section: detemplate.engine.detectors.clusters.HostClusters.to_bytes
-_LIFE_TABLE_SIZE = 64  # exp(-(64-1)) is 0 in double precision: lifetimes are flat beyond
-_LIVES: dict[tuple[int, float], list[int]] = {}
-
-
-def _lives(params: TableParams) -> list[int]:
-    """t(df) for df < _LIFE_TABLE_SIZE, computed once per (tb, n), as detectors/clusters.py
-    `_lifetimes` does: a crawl makes or loads a table for every host it meets, and the 64
-    exp() calls cost 23 us each time. Shared by the tables; never changed."""
-    life = _LIVES.get((params.tb, params.n))
-    if life is None:
-        life = _LIVES[(params.tb, params.n)] = [params.lifetime(df) for df in range(_LIFE_TABLE_SIZE)]
-    return life
 
 
 class HostTable:
@@ -93,7 +81,7 @@ class HostTable:
         # key -> df << 32 | last_seen: one int per entry keeps the table compact.
         self._entries: dict[int, int] = {}
         self._wheel: dict[int, list[int]] = {}
-        self._life = _lives(params)
+        self._life = logistic_lifetimes(params.tb, params.n)  # shared, never changed
         # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
         self.clusters: Any = None
 
@@ -114,7 +102,7 @@ class HostTable:
 
     def lifetime(self, df: int) -> int:
         life = self._life
-        return life[df] if df < _LIFE_TABLE_SIZE else life[-1]
+        return life[df] if df < LIFETIMES else life[-1]
 
     def df(self, key: int) -> int:
         """Current DF of a key (0 when absent)."""
@@ -175,7 +163,7 @@ class HostTable:
                 if packed is None:
                     continue
                 df = packed >> _DF_SHIFT
-                expires = (packed & _LAST_MASK) + (life[df] if df < _LIFE_TABLE_SIZE else last_life) + 1
+                expires = (packed & _LAST_MASK) + (life[df] if df < LIFETIMES else last_life) + 1
                 if expires <= page:
                     del entries[key]
                     if df >= threshold and key & TAG_MASK != TAG:

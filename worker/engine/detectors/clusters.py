@@ -25,7 +25,7 @@ from ..errors import ConfigError, StateError
 from ..keys import U64, mix64, tag
 from ..model import Block, RawPage, TemplateEvent
 from ..page import compiled
-from ..params import PAGE_FEATURES, ClusterParams, EngineParams
+from ..params import LIFETIMES, PAGE_FEATURES, ClusterParams, EngineParams, logistic_lifetimes
 from ..table import CLUSTERS_MAGIC, HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 
@@ -111,7 +111,6 @@ class StreamCluster:
     bands: frozenset[int] = frozenset()  # its LSH band hashes (band number mixed in)
 
 
-_LIFE_SIZE = 64  # lifetimes are flat long before 64 pages (as the segment table's)
 # Wire layout (little-endian): magic "DTC1", clock u64, next_id u32, num_perm u32, n u32,
 # then per cluster: cid u32, pages u64, last_seen u64, signature num_perm x u32.
 _HEAD = struct.Struct("<4sQIII")
@@ -159,10 +158,10 @@ class HostClusters:
         self.next_id = 0
         self.clusters: list[StreamCluster] = []
         self._hasher = _hasher(params.num_perm, params.seed)
-        self._life = _lifetimes(params)
+        self._life = logistic_lifetimes(params.tb, params.n)  # shared, never changed
 
     def lifetime(self, pages: int) -> int:
-        return self._life[pages] if pages < _LIFE_SIZE else self._life[-1]
+        return self._life[pages] if pages < LIFETIMES else self._life[-1]
 
     def signature(self, keys: Iterable[int]) -> bytes:
         """The page's signature: num_perm u32 slots (the high halves of MinHasher's), as bytes."""
@@ -284,17 +283,6 @@ def cluster_keys(keys: list[int], cid: int) -> list[int]:
         return []
     salt = U64(((cid + 1) * _CLUSTER_SALT) & 0xFFFFFFFFFFFFFFFF)
     return tag(mix64(np.array(keys, dtype=U64) ^ salt)).tolist()  # type: ignore[no-any-return]
-
-
-_LIFETIMES: dict[tuple[int, float], list[int]] = {}
-
-
-def _lifetimes(params: ClusterParams) -> list[int]:
-    """t(p) for p < _LIFE_SIZE, computed once per (tb, n): a new host costs no exp() calls."""
-    life = _LIFETIMES.get((params.tb, params.n))
-    if life is None:
-        life = _LIFETIMES[(params.tb, params.n)] = [params.lifetime(p) for p in range(_LIFE_SIZE)]
-    return life
 
 
 _HASHERS: dict[tuple[int, int], MinHasher] = {}
