@@ -218,6 +218,7 @@ class StreamWorker:
         # `_last_message`, which says how long a partition has been idle (`_release_idle`).
         self._stall_checked: dict[TP, float] = {}
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
+        self._engine_cpu = 0.0  # the engine's CPU in the page under way, not counted yet (see handle)
         self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
         # Each partition's hosts' first pages waiting for their second (engine/firstpages.py),
         # by pages.raw partition; their offsets hold the partition's commit back (`Progress.hold`).
@@ -534,6 +535,10 @@ class StreamWorker:
             await self._release(tp, due, len(due), "alone")
         await self.process(key, value, tp, offset, now_ms)
         progress.done(tp, offset)
+        if self._engine_cpu:
+            # The engine's CPU in the page (its decision, a held first page's, freeing them), counted once.
+            self.metrics.add_decide_cpu(self._engine_cpu)
+            self._engine_cpu = 0.0
 
     async def _start_partitions(self, batch: Batch, current: Callable[[], bool]) -> None:
         """Where each partition of the batch new to this assignment starts, asked all at once: each
@@ -606,7 +611,7 @@ class StreamWorker:
         # into the worker's own costs (0.019 ms a page on small pages, docs/stream.md).
         c0 = time.thread_time()
         del page, outcome, _ballot, walked, events
-        self.metrics.add_decide_cpu(time.thread_time() - c0)
+        self._engine_cpu += time.thread_time() - c0
 
     async def _decided(
         self, page: RawPage, outcome: Outcome, tp: TP, offset: int, raw: bytes | None, walked: WalkedPage | None
@@ -618,7 +623,7 @@ class StreamWorker:
             first_pages = self.first_pages[tp.partition] = FirstPages(self.params, self.settings.with_html)
         c0 = time.thread_time()
         decided = first_pages.decided(page, outcome, None, offset, raw, walked)  # a held first page decided again
-        self.metrics.add_decide_cpu(time.thread_time() - c0)
+        self._engine_cpu += time.thread_time() - c0
         await self._release(tp, decided, sum(d.page is not page for d in decided))
 
     async def _release(self, tp: TP, decided: list[Decided], released: int, how: str = "second") -> None:
@@ -653,7 +658,8 @@ class StreamWorker:
         """`decide`, timed: its latency and the event loop thread's CPU in it (the engine's share)."""
         t0, c0 = time.perf_counter(), time.thread_time()
         decision = decide_page(page, table, self.params, self.settings.with_html)
-        self.metrics.observe_decision(decision.outcome, time.perf_counter() - t0, time.thread_time() - c0)
+        self._engine_cpu += time.thread_time() - c0
+        self.metrics.observe_decision(decision.outcome, time.perf_counter() - t0)
         return decision
 
     def _capped(self, page: RawPage, table: HostTable, dropped: int) -> TemplateEvent:
@@ -913,11 +919,14 @@ class StreamWorker:
         self.store.write(partition, writes)
         producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # see _send
         topic = self.settings.topic_state
+        on_sent = self._on_state_sent
+        nbytes = 0
         for key, value in writes:
             fut = await producer.send(topic, value, key=key, partition=partition)
-            fut.add_done_callback(self._on_state_sent)
-            self.stats.state_records += 1
-            self.stats.state_bytes += len(key) + len(value or b"")
+            fut.add_done_callback(on_sent)
+            nbytes += len(key) + len(value or b"")
+        self.stats.state_records += len(writes)
+        self.stats.state_bytes += nbytes
         self.metrics.changelog_records(len(writes))
 
     def _on_state_sent(self, fut: Any) -> None:
@@ -970,10 +979,13 @@ class StreamWorker:
                             clean.url[:200], ", ".join(fitted.omitted), self.limits.max_message_bytes)
             self.metrics.published_clean(fitted.omitted)
             await self._send(self.settings.topic_clean, key, fitted.value)
-        await self._publish_events(host, events, source)
+        await self._publish_events(host, events, source, key)
 
-    async def _publish_events(self, host: str, events: Iterable[TemplateEvent], source: str) -> None:
-        key = output_key(host)
+    async def _publish_events(
+        self, host: str, events: Iterable[TemplateEvent], source: str, key: bytes | None = None
+    ) -> None:
+        if key is None:
+            key = output_key(host)
         for ev in events:
             fitted = fit_event(ev, key, self.limits, source)
             if fitted.value is None:

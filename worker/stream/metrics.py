@@ -207,7 +207,8 @@ class Metrics:
         """A page decided: its latency, the CPU it took, and its share of template text when clean
         (nothing counted)."""
         self.latency.observe(seconds)
-        self.decide_cpu.inc(cpu_seconds)
+        if cpu_seconds:
+            self.decide_cpu.inc(cpu_seconds)
         if outcome.clean is not None:
             chars = 0
             tchars = 0
