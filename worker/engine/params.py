@@ -116,6 +116,11 @@ class TableParams:
         """Pages a segment with document frequency `df` lives unseen: Tb*N / (1 + (N-1) e^-(df-1))."""
         return logistic_lifetime(self.tb, self.n, df)
 
+    def lifetimes(self) -> list[int]:
+        """`lifetime(df)` for df < LIFETIMES (the same beyond), shared by every table (see
+        `logistic_lifetimes`)."""
+        return logistic_lifetimes(self.tb, self.n)
+
     def threshold(self, pages: int, template_df: int = 0) -> int:
         """The DF that makes a key template in a table of `pages` pages: `template_df` (this
         table's when 0), lowered by the early rule while the table is young."""
@@ -472,6 +477,11 @@ class ClusterParams:
     def lifetime(self, pages: int) -> int:
         """Host pages a cluster that took `pages` pages lives unseen."""
         return logistic_lifetime(self.tb, self.n, pages)
+
+    def lifetimes(self) -> list[int]:
+        """`lifetime(pages)` for pages < LIFETIMES (the same beyond), shared by every host's
+        clusters (see `logistic_lifetimes`)."""
+        return logistic_lifetimes(self.tb, self.n)
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from typing import Any
 from .errors import StateError
 from .keys import TAG, TAG_MASK
 from .page import compiled
-from .params import LIFETIMES, EventParams, TableParams, logistic_lifetimes
+from .params import LIFETIMES, EventParams, TableParams
 
 # On disk and on the wire (RocksDB values, changelog snapshots):
 #   header  = magic "DTT1", then little-endian fields below
@@ -81,7 +81,7 @@ class HostTable:
         # key -> df << 32 | last_seen: one int per entry keeps the table compact.
         self._entries: dict[int, int] = {}
         self._wheel: dict[int, list[int]] = {}
-        self._life = logistic_lifetimes(params.tb, params.n)  # shared, never changed
+        self._life = params.lifetimes()  # shared, never changed
         # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
         self.clusters: Any = None
 

@@ -25,7 +25,7 @@ from ..errors import ConfigError, StateError
 from ..keys import U64, mix64, tag
 from ..model import Block, RawPage, TemplateEvent
 from ..page import compiled
-from ..params import LIFETIMES, PAGE_FEATURES, ClusterParams, EngineParams, logistic_lifetimes
+from ..params import LIFETIMES, PAGE_FEATURES, ClusterParams, EngineParams
 from ..table import CLUSTERS_MAGIC, HostTable
 from .base import Ballot, SegmentKeys, WalkedPage
 
@@ -158,7 +158,7 @@ class HostClusters:
         self.next_id = 0
         self.clusters: list[StreamCluster] = []
         self._hasher = _hasher(params.num_perm, params.seed)
-        self._life = logistic_lifetimes(params.tb, params.n)  # shared, never changed
+        self._life = params.lifetimes()  # shared, never changed
 
     def lifetime(self, pages: int) -> int:
         return self._life[pages] if pages < LIFETIMES else self._life[-1]
