@@ -51,7 +51,7 @@ from .model import (
     RawPage,
     TemplateEvent,
 )
-from .page import compiled, cues, parse, segment_tree, walk
+from .page import compiled, cues, parse, parse_page, segment_tree, walk
 from .page.meta import page_lang, page_title
 from .params import EngineParams
 from .table import HostTable
@@ -156,7 +156,7 @@ def observe_page(page: RawPage, table: HostTable, params: EngineParams, walked: 
 def walk_page(page: RawPage, table: HostTable, params: EngineParams, with_html: bool) -> WalkedPage:
     """Stage 1: the guards, the parse and the walk; raises BadInputError for unusable input."""
     segment = params.segment
-    tree = parse(page.html, segment)
+    tree = parse(page.html, segment) if with_html else parse_page(page.html, segment)
     text_nodes: list[tuple[LexborNode, int]] | None = [] if with_html else None
     runs: list[int] = []
     if needs_cues(table, params):

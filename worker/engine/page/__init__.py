@@ -1,6 +1,7 @@
 """The one page walk: HTML -> hostile-input guards -> lexbor tree -> blocks and cues.
 
     parse(html, params)           the guards (guards.py), then lexbor's parse
+    parse_page(html, params)      the same for the compiled walk alone, into a pooled document
     walk(tree, params)            the blocks and the block tree with its cues (tree.PageTree)
     segment_tree(tree, params)    the blocks alone, which is all the segment table needs
 
@@ -17,11 +18,13 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from ..model import Block
 from ..params import SegmentParams
 from .compiled import configure, status, walker
-from .guards import check_html, parse
+from .guards import check_html, parse, parse_page
 from .python import walk_python
 from .tree import PageTree
 
-__all__ = ["PageTree", "check_html", "configure", "parse", "segment_tree", "status", "walk", "walk_python"]
+__all__ = [
+    "PageTree", "check_html", "configure", "parse", "parse_page", "segment_tree", "status", "walk", "walk_python",
+]
 
 
 def walk(

@@ -190,6 +190,152 @@ def init_hash(str library, hash64, list probes):
     return None
 
 
+# -- the parse ------------------------------------------------------------------------------
+# selectolax's `LexborHTMLParser(html)` makes a lexbor document for each page (its hash tables,
+# memory pools and HTML parser), parses the page's UTF-8 (a copy of the str, encoded) and
+# destroys it all with the object. `parse_document` parses with the same lexbor functions and
+# the same document settings (a whole document, DOM events on, scripting off), from the str's
+# own bytes where it is ASCII, into a document taken from a small pool: a document freed is
+# cleaned (lexbor keeps its parser and first memory chunks) and parsed into again. Used only
+# where page/guards.py's probe gave selectolax's tree, walked, on its probe pages.
+
+ctypedef void *(*doc_create_fn)() noexcept nogil
+ctypedef unsigned int (*doc_parse_fn)(void *, const unsigned char *, size_t) noexcept nogil
+ctypedef void (*doc_clean_fn)(void *) noexcept nogil
+ctypedef void (*doc_opt_fn)(void *, unsigned int) noexcept nogil
+ctypedef void (*doc_flag_fn)(void *, bint) noexcept nogil
+
+cdef doc_create_fn _doc_create = NULL
+cdef doc_parse_fn _doc_parse = NULL
+cdef doc_clean_fn _doc_clean = NULL
+cdef node_fn _doc_destroy = NULL
+cdef doc_opt_fn _doc_dom_opt = NULL
+cdef doc_flag_fn _doc_scripting = NULL
+cdef node_fn _doc_root = NULL
+cdef node_fn _doc_head = NULL
+cdef node_fn _doc_body = NULL
+
+cdef enum:
+    DOC_POOL = 4  # cleaned documents kept for the next pages (a held first page keeps its own)
+
+cdef void *_doc_pool[DOC_POOL]
+cdef int _doc_pooled = 0
+_parse_error = RuntimeError  # what a failed parse raises: selectolax's error (init_documents)
+
+
+def init_documents(str library, error):
+    """Find the lexbor functions `parse_document` uses in `library` (selectolax's loaded
+    module); `error`: the exception class a failed parse raises (selectolax's). Returns None
+    when every one was found, else the reason `parse_document` cannot be used."""
+    global _doc_create, _doc_parse, _doc_clean, _doc_destroy, _doc_dom_opt, _doc_scripting
+    global _doc_root, _doc_head, _doc_body, _parse_error
+    cdef void *handle = dlopen(library.encode(), RTLD_NOW | RTLD_NOLOAD)
+    if handle == NULL:
+        return f"{library} is not loaded"
+    found = {}
+    for name in (
+        b"lxb_html_document_create", b"lxb_html_document_parse", b"lxb_html_document_clean",
+        b"lxb_html_document_destroy", b"lxb_html_document_dom_opt_set_noi", b"lxb_dom_document_scripting_set_noi",
+        b"lxb_dom_document_root", b"lxb_html_document_head_element_noi", b"lxb_html_document_body_element_noi",
+    ):
+        address = <uintptr_t>dlsym(handle, name)
+        if address == 0:
+            return f"{name.decode()} not found in {library}"
+        found[name] = address
+    _doc_create = <doc_create_fn><uintptr_t>found[b"lxb_html_document_create"]
+    _doc_parse = <doc_parse_fn><uintptr_t>found[b"lxb_html_document_parse"]
+    _doc_clean = <doc_clean_fn><uintptr_t>found[b"lxb_html_document_clean"]
+    _doc_destroy = <node_fn><uintptr_t>found[b"lxb_html_document_destroy"]
+    _doc_dom_opt = <doc_opt_fn><uintptr_t>found[b"lxb_html_document_dom_opt_set_noi"]
+    _doc_scripting = <doc_flag_fn><uintptr_t>found[b"lxb_dom_document_scripting_set_noi"]
+    _doc_root = <node_fn><uintptr_t>found[b"lxb_dom_document_root"]
+    _doc_head = <node_fn><uintptr_t>found[b"lxb_html_document_head_element_noi"]
+    _doc_body = <node_fn><uintptr_t>found[b"lxb_html_document_body_element_noi"]
+    _parse_error = error
+    return None
+
+
+cdef class Node:
+    """An element of a `Document`, by its address: what the compiled readers take (a
+    selectolax node's `mem_id`)."""
+
+    cdef readonly Py_ssize_t mem_id
+
+
+cdef inline object _node(void *address):
+    if address == NULL:
+        return None
+    cdef Node node = Node.__new__(Node)
+    node.mem_id = <Py_ssize_t>address
+    return node
+
+
+cdef class Document:
+    """A parsed page (`parse_document`): its root, head and body as `Node`s, as selectolax's
+    parser has them (None where there is none). Its lexbor document goes back to the pool
+    when the object is freed."""
+
+    cdef void *doc
+
+    def __dealloc__(self):
+        global _doc_pooled
+        if self.doc == NULL:
+            return
+        if _doc_pooled < DOC_POOL:
+            _doc_clean(self.doc)
+            _doc_pool[_doc_pooled] = self.doc
+            _doc_pooled += 1
+        else:
+            _doc_destroy(self.doc)
+        self.doc = NULL
+
+    @property
+    def root(self):
+        return _node(_doc_root(self.doc))
+
+    @property
+    def head(self):
+        return _node(_doc_head(self.doc))
+
+    @property
+    def body(self):
+        return _node(_doc_body(self.doc))
+
+
+def parse_document(str html):
+    """`html` parsed as selectolax's `LexborHTMLParser(html)` parses it: a `Document`.
+    (`init_documents` first.)"""
+    global _doc_pooled
+    cdef void *doc
+    if _doc_pooled:
+        _doc_pooled -= 1
+        doc = _doc_pool[_doc_pooled]
+    else:
+        doc = _doc_create()
+        if doc == NULL:
+            raise MemoryError("lexbor could not make a document")
+    cdef Document out = Document.__new__(Document)
+    out.doc = doc  # freed (or pooled) with `out` from here on, whatever happens
+    _doc_dom_opt(doc, 0)
+    _doc_scripting(doc, False)
+    cdef bytes encoded
+    cdef const unsigned char *data
+    cdef size_t n
+    cdef unsigned int status
+    if PyUnicode_IS_ASCII(html):
+        data = <const unsigned char *>PyUnicode_DATA(html)  # ASCII is its own UTF-8
+        n = <size_t>PyUnicode_GET_LENGTH(html)
+    else:
+        encoded = html.encode("UTF-8", "ignore")  # selectolax's encoding of a str
+        data = <const unsigned char *><const char *>encoded
+        n = <size_t>len(encoded)
+    with nogil:
+        status = _doc_parse(doc, data, n)
+    if status != 0:
+        raise _parse_error("Can't parse HTML.")
+    return out
+
+
 # Python's str.split() whitespace, as UTF-8: ASCII 9-13, 28-32, and these sequences.
 cdef inline Py_ssize_t _space_len(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """Length of the whitespace character at s[i], or 0."""

@@ -8,13 +8,17 @@ itself enforces `SegmentParams.max_depth` and `max_nodes` exactly.
 
 from __future__ import annotations
 
+import array
 import re
+from collections.abc import Callable
+from typing import Any
 
-from selectolax.lexbor import LexborHTMLParser
+import selectolax.lexbor
+from selectolax.lexbor import LexborHTMLParser, SelectolaxError
 
 from ..errors import BadInputError
 from ..params import SegmentParams
-from . import compiled
+from . import compiled, meta
 
 
 def check_html(html: str, params: SegmentParams) -> None:
@@ -110,3 +114,70 @@ def parse(html: str, params: SegmentParams) -> LexborHTMLParser:
     """The guards, then lexbor's parse; raises BadInputError for input that is not a usable page."""
     check_html(html, params)
     return LexborHTMLParser(html)
+
+
+def parse_page(html: str, params: SegmentParams) -> LexborHTMLParser | Any:
+    """`parse`, for the compiled walk and page readers alone: where they run for `params`, the
+    page is parsed by the extension's `parse_document` (the same lexbor parse, into a document
+    reused from a pool, from the str's own bytes where it is ASCII: about 6% of the parse,
+    docs/measurements.md), whose tree offers its root, head and body as addresses alone (no
+    selectolax objects); elsewhere by selectolax (--html's walk and the Python walk need its
+    node objects)."""
+    check_html(html, params)
+    fast = document_parser()
+    if fast is None or params.path_mode != "tag" or compiled.walker(params.block_tags, params.skip_tags) is None:
+        return LexborHTMLParser(html)
+    return fast(html)
+
+
+def document_parser() -> Callable[[str], Any] | None:
+    """The extension's `parse_document` where it gave selectolax's trees on the probe pages
+    and the compiled page readers are in use, else None; chosen once, at first use."""
+    return compiled.checked(_checked_parser)  # type: ignore[no-any-return]
+
+
+# Pages the compiled parse must read as selectolax does: the walk's probe, the page readers'
+# (one of them empty), markup whose tree depends on the document's settings (scripting off:
+# a <noscript> in the head is markup that closes it), custom elements (their ids are the
+# document's own: read again in a document used before), and text that is not ASCII.
+DOCUMENT_PROBES = (
+    compiled.PROBE_PAGE,
+    *meta.META_PROBES,
+    "<head><noscript><img src=p.gif><p>no script</p></noscript><link rel=canonical href=/a><title>t</title></head>"
+    "<body><x-one>first</x-one><x-two><x-one>second</x-one></x-two></body>",
+    "<p>caf\u00e9 \u65e5\u672c\ud800 lone surrogate</p><x-two>two</x-two>",
+)
+
+
+def _checked_parser(mod: Any) -> Callable[[str], Any] | None:
+    if mod is None or not hasattr(mod, "parse_document") or meta.meta_kernel() is None:
+        return None
+    try:
+        if mod.init_documents(selectolax.lexbor.__file__, SelectolaxError) is not None:
+            return None
+        params = SegmentParams()
+        fast = compiled.walker(params.block_tags, params.skip_tags)
+        if fast is None:
+            return None
+        for html in DOCUMENT_PROBES * 2:  # twice: the second time into documents used before
+            if _read(mod, fast, mod.parse_document(html), params) != _read(mod, fast, LexborHTMLParser(html), params):
+                return None
+    except Exception:  # a build that does not fit this source: selectolax parses
+        return None
+    return mod.parse_document  # type: ignore[no-any-return]
+
+
+def _read(mod: Any, fast: Any, tree: Any, params: SegmentParams) -> tuple[Any, ...]:
+    """What the engine reads of a parsed page: the walk (with its order and cues) and the page readers'."""
+    head, body, root = tree.head, tree.body, tree.root
+    if root is None:
+        return (None,)
+    runs: list[int] = []
+    walked = fast.walk(root.mem_id, params.max_depth, params.max_nodes, True, runs)
+    stats = tuple(bytes(part) if isinstance(part, memoryview | array.array) else part for part in walked)
+    h = 0 if head is None else head.mem_id
+    b = 0 if body is None else body.mem_id
+    return (
+        stats, runs, mod.title_text(h, root.mem_id), mod.root_langs(root.mem_id), mod.http_equiv_metas(root.mem_id),
+        mod.base_hrefs(h, b), head is None, body is None,
+    )
