@@ -120,6 +120,21 @@ cdef enum:
     LUT_SIZE = 0x2100
 
 
+cdef object _symbols(str library, tuple names):
+    """The addresses of `names` in `library` (a module already loaded) by name, or the reason
+    (a str) why not: the library is not loaded, or a name is not in it."""
+    cdef void *handle = dlopen(library.encode(), RTLD_NOW | RTLD_NOLOAD)
+    if handle == NULL:
+        return f"{library} is not loaded"
+    found = {}
+    for name in names:
+        address = <uintptr_t>dlsym(handle, name)
+        if address == 0:
+            return f"{name.decode()} not found in {library}"
+        found[name] = address
+    return found
+
+
 def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
     """Find lexbor's functions in `library` and the text offset on a probe text node.
 
@@ -127,21 +142,14 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
     """
     global _first_child, _next, _parent, _tag_id, _type, _element_name, _first_attr, _next_attr
     global _attr_name, _attr_value, _text_offset
-    cdef bytes path = library.encode()
-    cdef void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD)
-    if handle == NULL:
-        return f"{library} is not loaded"
-    symbols = {}
-    for name in (
+    symbols = _symbols(library, (
         b"lxb_dom_node_first_child_noi", b"lxb_dom_node_next_noi", b"lxb_dom_node_parent_noi",
         b"lxb_dom_node_tag_id_noi",
         b"lxb_dom_node_type_noi", b"lxb_dom_element_qualified_name", b"lxb_dom_element_first_attribute_noi",
         b"lxb_dom_element_next_attribute_noi", b"lxb_dom_attr_qualified_name", b"lxb_dom_attr_value_noi",
-    ):
-        address = <uintptr_t>dlsym(handle, name)
-        if address == 0:
-            return f"{name.decode()} not found in {library}"
-        symbols[name] = address
+    ))
+    if isinstance(symbols, str):
+        return symbols
     _first_child = <node_fn><uintptr_t>symbols[b"lxb_dom_node_first_child_noi"]
     _next = <node_fn><uintptr_t>symbols[b"lxb_dom_node_next_noi"]
     _parent = <node_fn><uintptr_t>symbols[b"lxb_dom_node_parent_noi"]
@@ -229,19 +237,13 @@ def init_documents(str library, error):
     when every one was found, else the reason `parse_document` cannot be used."""
     global _doc_create, _doc_parse, _doc_clean, _doc_destroy, _doc_dom_opt, _doc_scripting
     global _doc_root, _doc_head, _doc_body, _parse_error
-    cdef void *handle = dlopen(library.encode(), RTLD_NOW | RTLD_NOLOAD)
-    if handle == NULL:
-        return f"{library} is not loaded"
-    found = {}
-    for name in (
+    found = _symbols(library, (
         b"lxb_html_document_create", b"lxb_html_document_parse", b"lxb_html_document_clean",
         b"lxb_html_document_destroy", b"lxb_html_document_dom_opt_set_noi", b"lxb_dom_document_scripting_set_noi",
         b"lxb_dom_document_root", b"lxb_html_document_head_element_noi", b"lxb_html_document_body_element_noi",
-    ):
-        address = <uintptr_t>dlsym(handle, name)
-        if address == 0:
-            return f"{name.decode()} not found in {library}"
-        found[name] = address
+    ))
+    if isinstance(found, str):
+        return found
     _doc_create = <doc_create_fn><uintptr_t>found[b"lxb_html_document_create"]
     _doc_parse = <doc_parse_fn><uintptr_t>found[b"lxb_html_document_parse"]
     _doc_clean = <doc_clean_fn><uintptr_t>found[b"lxb_html_document_clean"]
