@@ -6,6 +6,8 @@ Where the extension is not built these tests say so and skip; `make test` builds
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -146,3 +148,13 @@ def test_a_parse_that_differs_on_the_probes_is_not_used() -> None:
     assert guards._checked_parser(Failing()) is None
     assert guards._checked_parser(object()) is None
     assert guards._checked_parser(None) is None
+
+
+@needs_parse
+def test_a_document_not_parsed_has_no_tree_and_the_parse_needs_its_functions() -> None:
+    assert MOD.Document().root is None and MOD.Document().head is None and MOD.Document().body is None
+    # In a fresh process, before `init_documents` found lexbor's functions: an error, not a crash.
+    code = "from detemplate.engine.page import _walk; _walk.parse_document('<p>x</p>')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "init_documents() has not succeeded" in done.stderr

@@ -274,8 +274,8 @@ cdef inline object _node(void *address):
 
 cdef class Document:
     """A parsed page (`parse_document`): its root, head and body as `Node`s, as selectolax's
-    parser has them (None where there is none). Its lexbor document goes back to the pool
-    when the object is freed."""
+    parser has them (None where there is none, and in a Document not made by `parse_document`).
+    Its lexbor document goes back to the pool when the object is freed."""
 
     cdef void *doc
 
@@ -293,15 +293,15 @@ cdef class Document:
 
     @property
     def root(self):
-        return _node(_doc_root(self.doc))
+        return None if self.doc == NULL else _node(_doc_root(self.doc))
 
     @property
     def head(self):
-        return _node(_doc_head(self.doc))
+        return None if self.doc == NULL else _node(_doc_head(self.doc))
 
     @property
     def body(self):
-        return _node(_doc_body(self.doc))
+        return None if self.doc == NULL else _node(_doc_body(self.doc))
 
 
 def parse_document(str html):
@@ -309,6 +309,8 @@ def parse_document(str html):
     (`init_documents` first.)"""
     global _doc_pooled
     cdef void *doc
+    if _doc_parse == NULL:
+        raise RuntimeError("detemplate.engine.page._walk.init_documents() has not succeeded")
     if _doc_pooled:
         _doc_pooled -= 1
         doc = _doc_pool[_doc_pooled]
