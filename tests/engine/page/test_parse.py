@@ -158,3 +158,25 @@ def test_a_document_not_parsed_has_no_tree_and_the_parse_needs_its_functions() -
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "init_documents() has not succeeded" in done.stderr
+
+
+@needs_parse
+def test_a_large_page_s_document_is_destroyed_not_pooled() -> None:
+    """A cleaned document keeps memory in proportion to its last page until it parses again:
+    only the documents of pages up to 1 MB of UTF-8 go back to the pool (at most four)."""
+    small = make_site("m.example", 1)[0].page.html
+    for _ in range(6):
+        held = [PARSE(small) for _ in range(6)]  # more alive than the pool holds
+        del held
+    assert MOD.pooled_documents() == 4
+    large = "<html><body>" + "<p>x</p>" * 200_000 + "</body></html>"
+    assert len(large.encode()) > 1 << 20
+    pooled = MOD.pooled_documents()
+    page = PARSE(large)
+    assert MOD.pooled_documents() == pooled - 1  # it took one from the pool
+    del page
+    assert MOD.pooled_documents() == pooled - 1  # and did not give it back
+    page = PARSE(small)
+    del page
+    assert MOD.pooled_documents() == pooled - 1  # a small page's goes back where it came from
+    assert _read(PARSE(small)) == _read(LexborHTMLParser(small))

@@ -204,7 +204,8 @@ def init_hash(str library, hash64, list probes):
 # destroys it all with the object. `parse_document` parses with the same lexbor functions and
 # the same document settings (a whole document, DOM events on, scripting off), from the str's
 # own bytes where it is ASCII, into a document taken from a small pool: a document freed is
-# cleaned (lexbor keeps its parser and first memory chunks) and parsed into again. Used only
+# cleaned (lexbor keeps its parser and some of its memory) and parsed into again, unless its
+# page was large. Used only
 # where page/guards.py's probe gave selectolax's tree, walked, on its probe pages.
 
 ctypedef void *(*doc_create_fn)() noexcept nogil
@@ -225,6 +226,10 @@ cdef node_fn _doc_body = NULL
 
 cdef enum:
     DOC_POOL = 4  # cleaned documents kept for the next pages (a held first page keeps its own)
+    # A document that parsed more UTF-8 than this is destroyed, not pooled: a cleaned document
+    # keeps memory in proportion to its last page until it parses again (after a 5.6 MB page,
+    # 20-26 MB of the process' RSS, which destroying it gives back).
+    DOC_POOL_MAX_BYTES = 1 << 20
 
 cdef void *_doc_pool[DOC_POOL]
 cdef int _doc_pooled = 0
@@ -278,12 +283,13 @@ cdef class Document:
     Its lexbor document goes back to the pool when the object is freed."""
 
     cdef void *doc
+    cdef size_t size  # the bytes it parsed
 
     def __dealloc__(self):
         global _doc_pooled
         if self.doc == NULL:
             return
-        if _doc_pooled < DOC_POOL:
+        if _doc_pooled < DOC_POOL and self.size <= DOC_POOL_MAX_BYTES:
             _doc_clean(self.doc)
             _doc_pool[_doc_pooled] = self.doc
             _doc_pooled += 1
@@ -302,6 +308,11 @@ cdef class Document:
     @property
     def body(self):
         return None if self.doc == NULL else _node(_doc_body(self.doc))
+
+
+def pooled_documents():
+    """How many cleaned documents the pool holds now (at most DOC_POOL)."""
+    return _doc_pooled
 
 
 def parse_document(str html):
@@ -333,6 +344,7 @@ def parse_document(str html):
         encoded = html.encode("UTF-8", "ignore")  # selectolax's encoding of a str
         data = <const unsigned char *><const char *>encoded
         n = <size_t>len(encoded)
+    out.size = n
     with nogil:
         status = _doc_parse(doc, data, n)
     if status != 0:
