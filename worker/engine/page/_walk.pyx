@@ -205,8 +205,8 @@ def init_hash(str library, hash64, list probes):
 # the same document settings (a whole document, DOM events on, scripting off), from the str's
 # own bytes where it is ASCII, into a document taken from a small pool: a document freed is
 # cleaned (lexbor keeps its parser and some of its memory) and parsed into again, unless its
-# page was large. Used only
-# where page/guards.py's probe gave selectolax's tree, walked, on its probe pages.
+# page was large. Used only where page/guards.py's probe gave selectolax's tree, walked, on
+# its probe pages.
 
 ctypedef void *(*doc_create_fn)() noexcept nogil
 ctypedef unsigned int (*doc_parse_fn)(void *, const unsigned char *, size_t) noexcept nogil
