@@ -184,12 +184,10 @@ def init_hash(str library, hash64, list probes):
     used, else the reason the keys go through `hash64`."""
     global _xxh3
     _xxh3 = NULL
-    cdef void *handle = dlopen(library.encode(), RTLD_NOW | RTLD_NOLOAD)
-    if handle == NULL:
-        return f"{library} is not loaded"
-    cdef hash_fn found = <hash_fn>dlsym(handle, b"XXH3_64bits")
-    if found == NULL:
-        return f"XXH3_64bits not found in {library}"
+    symbols = _symbols(library, (b"XXH3_64bits",))
+    if isinstance(symbols, str):
+        return symbols
+    cdef hash_fn found = <hash_fn><uintptr_t>symbols[b"XXH3_64bits"]
     cdef bytes data
     for data in probes:
         if found(<const char *>data, len(data)) != hash64(data):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import selectolax.lexbor
@@ -124,10 +125,17 @@ def parse_page(html: str, params: SegmentParams) -> LexborHTMLParser | Any:
     selectolax objects); elsewhere by selectolax (--html's walk and the Python walk need its
     node objects)."""
     check_html(html, params)
-    fast = document_parser()
-    if fast is None or params.path_mode != "tag" or compiled.walker(params.block_tags, params.skip_tags) is None:
-        return LexborHTMLParser(html)
-    return fast(html)
+    fast = _parser_for(params)
+    return LexborHTMLParser(html) if fast is None else fast(html)
+
+
+@lru_cache(maxsize=16)
+def _parser_for(params: SegmentParams) -> Callable[[str], Any] | None:
+    """`document_parser()` where the compiled walk reads the tree for `params`, else None;
+    decided once per params, not on every page."""
+    if params.path_mode != "tag" or compiled.walker(params.block_tags, params.skip_tags) is None:
+        return None
+    return document_parser()
 
 
 def document_parser() -> Callable[[str], Any] | None:
