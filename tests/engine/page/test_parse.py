@@ -24,7 +24,6 @@ from tests.factories import markup
 PARAMS = SegmentParams()
 PARSE = guards.document_parser()
 MOD = compiled.module()
-FAST = compiled.walker(PARAMS.block_tags, PARAMS.skip_tags)
 needs_parse = pytest.mark.skipif(PARSE is None, reason=f"the compiled parse is not in use: {compiled.status()}")
 
 
