@@ -105,6 +105,32 @@ def test_a_page_kept_while_others_are_parsed_is_unchanged() -> None:
     assert _read(kept) == before == _read(LexborHTMLParser(pages[0]))
 
 
+# A doctype sets the document's compatibility mode, and a <table> closes an open <p> except in
+# quirks mode: the same markup under each kind of doctype (none: quirks).
+DOCTYPES = [
+    "",
+    "<!doctype html>",
+    '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" '
+    '"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd">',
+    '<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Transitional//EN">',
+]
+
+
+@needs_parse
+def test_a_pooled_document_parses_each_doctype_as_a_new_one_does() -> None:
+    """A cleaned document kept its last page's compatibility mode, which lexbor sets only from
+    a quirky doctype: an HTML5 page after a page without a doctype was parsed in quirks mode
+    (its <p> kept the <table>), so a page's tree depended on the page parsed before it."""
+    assert MOD is not None and MOD.compat_offset() >= 0
+    pages = [f"{doctype}<body><p>text<table><tr><td>cell</td></tr></table><p>after" for doctype in DOCTYPES]
+    fresh = [_read(LexborHTMLParser(html)) for html in pages]
+    assert fresh[0] != fresh[1]  # the modes give two trees
+    for before in pages:
+        for html, expected in zip(pages, fresh, strict=True):
+            PARSE(before)  # freed at once: its document back in the pool, for the next parse
+            assert _read(PARSE(html)) == expected
+
+
 @needs_parse
 def test_the_pipeline_parses_with_it_only_where_the_compiled_walk_reads_the_tree() -> None:
     html = make_site("p.example", 1)[0].page.html

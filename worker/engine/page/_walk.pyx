@@ -232,6 +232,13 @@ cdef enum:
 cdef void *_doc_pool[DOC_POOL]
 cdef int _doc_pooled = 0
 _parse_error = RuntimeError  # what a failed parse raises: selectolax's error (init_documents)
+# A document's compatibility mode (lexbor's `compat_mode`: 0 no quirks, 1 quirks, 2 limited
+# quirks), which decides parts of the tree (a <table> closes an open <p> except in quirks
+# mode). lexbor sets it from the page's doctype only where that is quirky, and cleaning a
+# document leaves it as its last page had it: a pooled document is set back to no quirks
+# before each page, as a new one starts. Its offset (right after the node header of the
+# document's struct) is found on probe pages by `init_documents`; -1: not found, no pooling.
+cdef Py_ssize_t _compat_offset = -1
 
 
 def init_documents(str library, error):
@@ -257,7 +264,44 @@ def init_documents(str library, error):
     _doc_head = <node_fn><uintptr_t>found[b"lxb_html_document_head_element_noi"]
     _doc_body = <node_fn><uintptr_t>found[b"lxb_html_document_body_element_noi"]
     _parse_error = error
+    _find_compat_offset()
     return None
+
+
+cdef int _compat_at(void *doc, Py_ssize_t offset, bytes page) noexcept:
+    """The int at `offset` in `doc` after it parsed `page`."""
+    _doc_parse(doc, <const unsigned char *><const char *>page, <size_t>len(page))
+    return (<int *>(<char *>doc + offset))[0]
+
+
+cdef void _find_compat_offset() noexcept:
+    """Where a document keeps its compatibility mode: the one offset among the node header's
+    sizes lexbor builds have where a page without a doctype (quirks), an XHTML 1.0
+    Transitional page (limited quirks) and, in a fresh document, an HTML5 page (no quirks)
+    leave 1, 2 and 0; -1 where none or more than one does."""
+    global _compat_offset
+    cdef void *doc
+    cdef Py_ssize_t offset
+    found = []
+    for offset in (88, 96, 104, 112):
+        ok = True
+        for page, mode in ((b"<!doctype html><p>a", 0), (b"<p>a", 1),
+                           (b'<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" '
+                            b'"http://www.w3.org/TR/xhtml1/DTD/xhtml1-transitional.dtd"><p>a', 2)):
+            doc = _doc_create()
+            if doc == NULL:
+                return
+            ok = ok and _compat_at(doc, offset, page) == mode
+            _doc_destroy(doc)
+        if ok:
+            found.append(offset)
+    _compat_offset = found[0] if len(found) == 1 else -1
+
+
+def compat_offset():
+    """The offset `init_documents` found for a document's compatibility mode (-1: none; the
+    documents are then not pooled)."""
+    return _compat_offset
 
 
 cdef class Node:
@@ -287,7 +331,7 @@ cdef class Document:
         global _doc_pooled
         if self.doc == NULL:
             return
-        if _doc_pooled < DOC_POOL and self.size <= DOC_POOL_MAX_BYTES:
+        if _doc_pooled < DOC_POOL and self.size <= DOC_POOL_MAX_BYTES and _compat_offset >= 0:
             _doc_clean(self.doc)
             _doc_pool[_doc_pooled] = self.doc
             _doc_pooled += 1
@@ -323,6 +367,7 @@ def parse_document(str html):
     if _doc_pooled:
         _doc_pooled -= 1
         doc = _doc_pool[_doc_pooled]
+        (<int *>(<char *>doc + _compat_offset))[0] = 0  # no quirks, as a new document (see above)
     else:
         doc = _doc_create()
         if doc == NULL:
