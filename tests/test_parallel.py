@@ -8,6 +8,7 @@ import gc
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -203,6 +204,62 @@ def test_a_state_written_by_two_jobs_is_continued_as_one_jobs(tmp_path: Path) ->
     # The second run continued the hosts' tables: page numbers go on from the first run.
     second_run = [json.loads(line) for line in (tmp_path / "two-then-one-2.jsonl").read_text().splitlines()]
     assert min(r["page_no"] for r in second_run) > 1
+
+
+# `detemplate run` with the state made durable and whole-host expiry weighed every 10 records
+# (not 10,000): in a process of its own, whose jobs are forked from it with these settings.
+_EXPIRY_RUN = (
+    "import sys\n"
+    "from detemplate import cli, offline\n"
+    "from detemplate.state import expiry\n"
+    "offline.FLUSH_EVERY_PAGES = expiry.Ledger.SWEEP_EVERY_PAGES = 10\n"
+    "sys.exit(cli.main(sys.argv[1:]))\n"
+)
+
+
+def _state(path: Path) -> tuple[Any, ...]:
+    """A state directory's clock, index entries (without the wall-clock time) and tables."""
+    store = RocksStore(path, EngineParams().table)
+    try:
+        index = sorted((e.host, e.last_page, e.state_bytes, e.pages) for e in store.index())
+        tables = sorted((host, table.to_bytes()) for host in store.hosts() if (table := store.get(host)))
+        return store.ledger.clock, index, tables
+    finally:
+        store.close()
+
+
+def test_whole_host_expiry_in_n_jobs_is_one_jobs(tmp_path: Path) -> None:
+    """Hosts unseen for --host-ttl-pages leave the state at the same records in any number of
+    jobs: a job weighs its own hosts and the run's state's hosts it stands for, the page clock
+    is the input's records, the sweeps' events go where one job writes them; a state so
+    written is continued by a run with any number of jobs."""
+    sites = [make_site(f"wave{n}.example", 12, seed=20 + n, layout=("blog", "docs", "news")[n % 3]) for n in range(7)]
+    # Three hosts, then four others for longer than the ttl, then the first three again.
+    pages = [*interleave(*(s[:6] for s in sites[:3])), *interleave(*(s[:8] for s in sites[3:])),
+             *interleave(*(s[6:] for s in sites[:3]))]
+    halves = [write_jsonl(pages[:45], tmp_path / "first.jsonl"), write_jsonl(pages[45:], tmp_path / "second.jsonl")]
+    unseen = re.compile(rb',"unseen_s":[0-9.e+-]+')
+    results = {}
+    for name, jobs in (("one", ("1", "1")), ("two", ("2", "2")), ("two-then-one", ("2", "1")),
+                       ("one-then-three", ("1", "3"))):
+        state, outs = tmp_path / f"state-{name}", []
+        for n, (part, j) in enumerate(zip(halves, jobs, strict=True)):
+            out, events = tmp_path / f"{name}-{n}.jsonl", tmp_path / f"{name}-{n}.events.jsonl"
+            subprocess.run([sys.executable, "-c", _EXPIRY_RUN, "run", str(part), "-o", str(out), "--events",
+                            str(events), "--state", str(state), "--host-ttl-pages", "15", "--jobs", j],
+                           check=True, capture_output=True, timeout=DEADLINE_SECONDS)
+            outs += [out.read_bytes(), unseen.sub(b"", events.read_bytes())]
+        results[name] = (outs, _state(state))
+    for name in ("two", "two-then-one", "one-then-three"):
+        assert results[name] == results["one"], name
+    # The expiry decided pages: the first wave went at the sweep after the first run's 40th
+    # record (of 45), each unseen since its last page, and came back afresh in the second run.
+    first_events = [json.loads(line) for line in results["one"][0][1].splitlines()]
+    expired = {e["host"]: e["details"]["unseen_pages"] for e in first_events if e["type"] == "template.host_expired"}
+    last = {p.page.host: n for n, p in enumerate(pages[:45], 1)}
+    assert expired == {host: 40 - last[host] for host in ("wave0.example", "wave1.example", "wave2.example")}
+    back = [json.loads(line) for line in results["one"][0][2].splitlines()]
+    assert {r["host"]: r["page_no"] for r in reversed(back) if r["host"] == "wave0.example"} == {"wave0.example": 1}
 
 
 def _fail(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
@@ -525,10 +582,10 @@ def test_jobs_that_cannot_work_are_refused_or_one(tmp_path: Path) -> None:
     for asked, inputs in ((2, ["-"]), (0, [big])):
         with pytest.raises(ConfigError):
             resolve_jobs(asked, inputs)
-    # Whole-host expiry counts the state's pages across hosts: one job, or a refusal.
-    assert resolve_jobs(None, [big], host_expiry=True) == 1
-    with pytest.raises(ConfigError, match="expiry"):
-        resolve_jobs(2, [big], host_expiry=True)
+    # A state budget weighs every host of the state at once: one job, or a refusal.
+    assert resolve_jobs(None, [big], budget=True) == 1
+    with pytest.raises(ConfigError, match="budget"):
+        resolve_jobs(2, [big], budget=True)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every run is one job")

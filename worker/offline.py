@@ -41,6 +41,7 @@ from .state.memory import MemoryStore
 logger = logging.getLogger(__name__)
 
 FLUSH_EVERY_PAGES = 10_000  # a long run makes its RocksDB state durable this often
+_END = 1 << 62  # where a job of `run --jobs` places the events of the sweep at the end of the input
 
 
 class HostCount:
@@ -178,6 +179,16 @@ class Placement(Protocol):
         """Outputs from now on go just after position `at`'s (None: the item's own place again)."""
         ...
 
+    def sweep_at(self, at: int | None) -> None:
+        """Events from now on are a sweep's after position `at` (after its own records and
+        before a held page placed there; the jobs' sweep events there in their bytes' order);
+        None: back to where they went before."""
+        ...
+
+    def records(self) -> int:
+        """The records of the whole input (once this job's items have all come)."""
+        ...
+
 
 def run_pages(
     pages: Iterable[RawPage | DeadPage],
@@ -233,10 +244,30 @@ def run_pages(
                     summary.template_chars += block.chars
             write_events(outcome.events)
 
+    def boundary(records: int, force: bool = False) -> None:
+        """The state made durable and, when a sweep is due (or `force`: the end of the input),
+        whole hosts expired, once the input's first `records` records are decided: the same
+        records whatever the jobs (a job sweeps its own hosts where one job sweeps all, its
+        events placed where one job writes them, each sweep's in their bytes' order)."""
+        store.advance(records)
+        if placement is not None:
+            placement.sweep_at(_END if force else records - 1)
+        store.flush()
+        store.expire(force=force)  # whole hosts unseen too long, or over the budget (state/expiry.py)
+        write_events(sorted(store.take_events(), key=codec.encode_event))
+        if placement is not None:
+            placement.sweep_at(None)
+
+    done = 0  # the input's records decided up to this one (by this job and, before it, the others)
     try:
         for item in pages:
             at = summary.pages if placement is None else placement.position()
             summary.pages += 1
+            # The boundaries among the records other jobs decided since this job's last one.
+            for records in range((done // FLUSH_EVERY_PAGES + 1) * FLUSH_EVERY_PAGES, at + 1, FLUSH_EVERY_PAGES):
+                boundary(records)
+            done = at + 1
+            store.advance(done)
             due = first_pages.due(at)
             if due:  # held first pages whose second page did not come in time: as decided alone
                 publish(due)
@@ -245,20 +276,21 @@ def run_pages(
             if isinstance(item, DeadPage):
                 summary.errors[item.reason] += 1
                 writer.dead(item)
-                continue
-            outcome, _ballot, walked = process_decision(item, store, params, with_html)
-            publish(first_pages.decided(item, outcome, None, at, walked=walked))
-            write_events(store.take_events())  # a bounded table's event after the page's
-            if summary.pages % FLUSH_EVERY_PAGES == 0:
-                store.flush()
-                store.expire()  # whole hosts unseen too long, or over the budget (state/expiry.py)
-                write_events(store.take_events())
+            else:
+                outcome, _ballot, walked = process_decision(item, store, params, with_html)
+                publish(first_pages.decided(item, outcome, None, at, walked=walked))
+                write_events(store.take_events())  # a bounded table's event after the page's
+            if done % FLUSH_EVERY_PAGES == 0:
+                boundary(done)
+        end = summary.pages if placement is None else placement.records()
+        for records in range((done // FLUSH_EVERY_PAGES + 1) * FLUSH_EVERY_PAGES, end + 1, FLUSH_EVERY_PAGES):
+            boundary(records)
+        done = end
         publish(first_pages.flush())  # the end of the input: what is still held, in input order
     finally:
         summary.seconds += time.perf_counter() - started
         summary.markdown_fallbacks = writer.fallbacks
-        store.expire(force=True)
-        write_events(store.take_events())
+        boundary(done, force=True)
         store.flush()
     return summary
 
@@ -282,7 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy = expiry.policy_from_args(args)
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
-        jobs = parallel.resolve_jobs(args.jobs, args.inputs, policy.expires)
+        jobs = parallel.resolve_jobs(args.jobs, args.inputs, policy.budget_bytes > 0)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -378,7 +410,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
         "cores; one for input under 8 MB (16 off Linux), where starting the jobs costs more than they save; one for "
-        "standard input and with host expiry, which refuse more)",
+        "standard input and with a state budget, which refuse more)",
     )
     expiry.add_arguments(p)
     add_param_argument(

@@ -76,7 +76,7 @@ from .engine.table import HostTable
 from .io.formats import OutputOptions, ParquetWriter, Writer, make_writer
 from .io.sources import Undecoded, decode_record, html_files, iter_inputs
 from .state.base import SegmentStore
-from .state.expiry import ExpiryPolicy
+from .state.expiry import ExpiryPolicy, IndexEntry
 from .state.memory import MemoryStore
 from .state.rocks import ReadOnlyTables, RocksStore
 
@@ -92,6 +92,7 @@ STDIN = "-"
 # then the bytes. Little-endian, fixed size, so the merge reads without parsing.
 _RECORD = struct.Struct("<QII")
 _AFTER = 1 << 31  # the index of a record placed after a position's own (see _RecordSink.place)
+_SWEEP = 1 << 30  # the index of a sweep's events: after a position's own, before those placed after it
 _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
 _BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
@@ -102,6 +103,8 @@ _QUEUE_BATCHES = 64
 
 
 Batch = list[tuple[int, RawPage | DeadPage | Undecoded]]  # items of one job with their place in the input
+# What the parent sends a job: a batch, or once the input has ended, the records it held (an int).
+Message = Batch | int
 
 
 class JobFailedError(DetemplateError):
@@ -152,16 +155,15 @@ def input_bytes(inputs: Sequence[str], limit: int) -> int:
     return total
 
 
-def resolve_jobs(asked: int | None, inputs: Sequence[str], host_expiry: bool = False) -> int:
+def resolve_jobs(asked: int | None, inputs: Sequence[str], budget: bool = False) -> int:
     """The number of processes for a run: `asked`, else the cores (one where only one can
     work, or where the input is small: SMALL_INPUT_BYTES)."""
     one_reason = None
     if STDIN in inputs:
         one_reason = "standard input (-) can be read only once, not by every job"
-    elif host_expiry:
-        # Whole-host expiry counts the state's pages in input order across all hosts; jobs
-        # each see their own hosts' pages only, and would expire other hosts than one job.
-        one_reason = "whole-host expiry (--host-ttl-pages, --host-ttl-days, --state-budget-mb) runs in one job"
+    elif budget:
+        # The budget weighs every host of the state at once; a job holds only its own hosts.
+        one_reason = "a state budget (--state-budget-mb) weighs every host of the state at once and runs in one job"
     if asked is None:
         cores = default_jobs()
         if one_reason or cores == 1 or input_bytes(inputs, SMALL_INPUT_BYTES) < SMALL_INPUT_BYTES:
@@ -216,6 +218,7 @@ class _RecordSink(io.BytesIO):
         self.fh = fh
         self.seq = self.current = -1
         self.index = 0
+        self.sweeping: tuple[int, int] | None = None  # (seq, index) to go back to after a sweep's events
 
     def at(self, seq: int) -> None:
         self.seq = self.current = seq
@@ -231,12 +234,24 @@ class _RecordSink(io.BytesIO):
             self.seq = at
             self.index = _AFTER
 
+    def sweep_at(self, at: int | None) -> None:
+        """A sweep's records from now on, after position `at`'s own (offline.Placement.sweep_at):
+        each at the same index, so that the merge orders the jobs' by their bytes, as one job
+        writes them; None: back to where records went before."""
+        if at is not None:
+            self.sweeping = (self.seq, self.index)
+            self.seq, self.index = at, _SWEEP
+        elif self.sweeping is not None:
+            self.seq, self.index = self.sweeping
+            self.sweeping = None
+
     def write(self, data: ReadableBuffer, /) -> int:
         chunk = bytes(data)
         if self.seq >= 0 and chunk:
             self.fh.write(_RECORD.pack(self.seq, self.index, len(chunk)))
             self.fh.write(chunk)
-            self.index += 1
+            if self.sweeping is None:
+                self.index += 1
         return len(chunk)
 
 
@@ -246,6 +261,7 @@ class _Placement:
     def __init__(self, out: _RecordSink, events: _RecordSink) -> None:
         self.out = out
         self.events = events
+        self.total: int | None = None  # the input's records, once the parent has said (or read)
 
     def position(self) -> int:
         return self.out.current
@@ -253,6 +269,15 @@ class _Placement:
     def place(self, at: int | None) -> None:
         self.out.place(at)
         self.events.place(at)
+
+    def sweep_at(self, at: int | None) -> None:
+        self.out.sweep_at(at)
+        self.events.sweep_at(at)
+
+    def records(self) -> int:
+        if self.total is None:
+            raise RuntimeError("the input's end asked for before it came")
+        return self.total
 
 
 def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -292,15 +317,29 @@ def _job_writer(fmt: str, out: IO[bytes], options: OutputOptions) -> Writer:
 
 
 class _LayeredStore:
-    """A worker's store: its own tables, each loaded from the run's state when first asked for."""
+    """A worker's store: its own tables, each loaded from the run's state when first asked for.
 
-    def __init__(self, own: SegmentStore, base: ReadOnlyTables | None) -> None:
+    Whole-host expiry: the page clock is the run's (the state's clock before the run plus the
+    input's records, `advance`), and a sweep weighs the job's own hosts with the run's state's
+    hosts of this job that it has not loaded; one of those it drops is marked in its own store
+    (RocksStore.drop), not loaded again, and deleted from the run's state by the parent (as
+    is one it loaded and then dropped: the run's state still holds it)."""
+
+    def __init__(self, own: SegmentStore, base: ReadOnlyTables | None, index: int = 0, jobs: int = 1) -> None:
         self.own = own
         self.base = base
+        self.index = index
+        self.jobs = jobs
+        self.dropped: set[str] = set()  # the run's state's hosts this job dropped
+        ledger = getattr(own, "ledger", None)
+        if ledger is not None:
+            ledger.scale = jobs  # a job holds about 1/jobs of the hosts (Ledger.sweep_every)
+            if base is not None:
+                ledger.start_at(base.clock())
 
     def get(self, host: str) -> HostTable | None:
         table = self.own.get(host)
-        if table is None and self.base is not None:
+        if table is None and self.base is not None and host not in self.dropped:
             table = self.base.get(host)
             if table is not None:
                 self.own.put(host, table)  # the live object from now on, as the run's store keeps it
@@ -315,8 +354,24 @@ class _LayeredStore:
     def flush(self) -> None:
         self.own.flush()
 
-    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
-        self.own.expire(now_ms, force)
+    def advance(self, records: int) -> None:
+        self.own.advance(records)
+
+    def expire(self, now_ms: int | None = None, force: bool = False) -> list[str]:
+        base = self.base
+        if base is None or not isinstance(self.own, RocksStore):
+            return self.own.expire(now_ms, force)
+        def others(own_hosts: set[str]) -> list[IndexEntry]:
+            return [e for e in base.index() if e.host not in own_hosts and e.host not in self.dropped
+                    and job_of(e.host, self.jobs) == self.index]
+
+        dropped = self.own.expire(now_ms, force, others)
+        for host in dropped:
+            # Gone from the run's state too, whether loaded from it or not: not loaded again.
+            if host not in self.dropped and base.holds(host):
+                self.dropped.add(host)
+                self.own.drop(host)
+        return dropped
 
     def take_events(self) -> list[TemplateEvent]:
         return self.own.take_events()
@@ -341,8 +396,9 @@ def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
 
 
-def _take(queue: Queue[Batch | None]) -> Batch | None:
-    """The parent's next message to this job (a batch; None: no more), its wait counted."""
+def _take(queue: Queue[Message]) -> Message:
+    """The parent's next message to this job (a batch; an int: no more, the input's records),
+    its wait counted."""
     started = time.perf_counter()
     message = queue.get()
     _waited[0] += time.perf_counter() - started
@@ -350,20 +406,25 @@ def _take(queue: Queue[Batch | None]) -> Batch | None:
 
 
 def _own_items(
-    spec: JobSpec, index: int, queue: Queue[Batch | None], first: Batch | None
+    spec: JobSpec, index: int, queue: Queue[Message], first: Message, placement: _Placement
 ) -> Iterator[tuple[int, RawPage | DeadPage]]:
     """This worker's items with their place in the input: from the parent's batches (the first
-    one already taken), or read (every line routed by its first fields, only this job's decoded)."""
+    one already taken), or read (every line routed by its first fields, only this job's decoded).
+    At the end, the input's records go to `placement`."""
     if spec.feed:
-        batch = first
-        while batch is not None:
-            for seq, item in batch:
+        message = first
+        while isinstance(message, list):
+            for seq, item in message:
                 yield seq, _decoded(item)
-            batch = _take(queue)
+            message = _take(queue)
+        placement.total = message
         return
+    records = 0
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
+        records = seq + 1
         if _owner(item, spec.jobs) == index:
             yield seq, _decoded(item)
+    placement.total = records
 
 
 def _decoded(item: RawPage | DeadPage | Undecoded) -> RawPage | DeadPage:
@@ -382,7 +443,7 @@ def _owner(item: RawPage | DeadPage | Undecoded, jobs: int) -> int:
 
 
 def _decide_share(
-    spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Batch | None]
+    spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Message]
 ) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
     # The parent's first message: the first batch, or the go of a job that reads the input
@@ -391,15 +452,16 @@ def _decide_share(
     first = _take(queue)
     out_path, events_path, _ = _paths(work, index)
     base = ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
-    store = _LayeredStore(_own_store(spec, work, index), base)
+    store = _LayeredStore(_own_store(spec, work, index), base, index, spec.jobs)
     try:
         with open(out_path, "wb", buffering=1 << 20) as out_fh, open(events_path, "wb", buffering=1 << 20) as ev_fh:
             out = _RecordSink(out_fh)
             events = _RecordSink(ev_fh)
             writer = _job_writer(spec.fmt, out, spec.options)
+            placement = _Placement(out, events)
 
             def mine() -> Iterator[RawPage | DeadPage]:
-                for seq, item in _own_items(spec, index, queue, first):
+                for seq, item in _own_items(spec, index, queue, first, placement):
                     out.at(seq)
                     events.at(seq)
                     yield item
@@ -408,7 +470,7 @@ def _decide_share(
             try:
                 return spec.decide(
                     mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer,
-                    _Placement(out, events),
+                    placement,
                 )
             finally:
                 writer.close()
@@ -422,7 +484,7 @@ def _work(
     index: int,
     done: Synchronized[int],
     conn: Connection,
-    queue: Queue[Batch | None],
+    queue: Queue[Message],
     gc_threshold: tuple[int, ...],
     blas_threads: int | None = None,
 ) -> None:
@@ -529,7 +591,7 @@ class Jobs:
         self.processes: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counters: list[Synchronized[int]] = []
-        self.queues: list[Queue[Batch | None]] = []
+        self.queues: list[Queue[Message]] = []
         self.summaries: dict[int, Any] = {}
         self.show: Callable[[int | None], None] = lambda done: None  # the progress bar: `run`
         self.work = work
@@ -565,7 +627,7 @@ class Jobs:
         ctx = self.ctx
         recv, send = ctx.Pipe(duplex=False)
         done = ctx.Value("q", 0)
-        queue: Queue[Batch | None] = ctx.Queue(_QUEUE_BATCHES)
+        queue: Queue[Message] = ctx.Queue(_QUEUE_BATCHES)
         process = ctx.Process(
             target=_work,
             args=(self.spec, str(self.work), index, done, send, queue, gc.get_threshold(), threads),
@@ -641,6 +703,7 @@ class Jobs:
         spec = self.spec
         batches: list[Batch] = [[] for _ in range(spec.jobs)]
         chars = [0] * spec.jobs
+        seq = -1  # (no items: the input's records are 0)
         for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
             owner = _owner(item, spec.jobs)
             batches[owner].append((seq, item))
@@ -652,12 +715,13 @@ class Jobs:
                 self._put(owner, batches[owner])
                 batches[owner] = []
                 chars[owner] = 0
+        records = seq + 1
         for owner, batch in enumerate(batches):
             if batch:
                 self._put(owner, batch)
-            self._put(owner, None)
+            self._put(owner, records)  # the end: the input's records (the page clock's, offline.run_pages)
 
-    def _put(self, index: int, batch: Batch | None) -> None:
+    def _put(self, index: int, batch: Message) -> None:
         while True:
             try:
                 self.queues[index].put(batch, timeout=_POLL_SECONDS)
@@ -774,9 +838,9 @@ def _decide_and_merge(
     _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
     if events_out is not None:
         _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
-    if spec.state is not None:
-        _copy_tables(spec, work, store)
     add_summaries(summary, parts)
+    if spec.state is not None:
+        _copy_tables(spec, work, store, sum(part.pages for part in parts))
     logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
                  time.process_time())
 
@@ -796,15 +860,16 @@ def remove_work(work: Path) -> None:
         raise interrupted
 
 
-def _copy_tables(spec: JobSpec, work: Path, store: SegmentStore) -> None:
-    """Every table the workers hold, into the run's store."""
+def _copy_tables(spec: JobSpec, work: Path, store: SegmentStore, records: int) -> None:
+    """Every table the workers hold, with when each host was last seen, into the run's store
+    (the hosts a job dropped deleted from it first), and the store's clock moved on by the
+    input's `records`."""
+    assert isinstance(store, RocksStore)  # a run with --state
     for index in range(spec.jobs):
         own = _own_store(spec, work, index)
         try:
-            for host in own.hosts():
-                table = own.get(host)
-                if table is not None:
-                    store.put(host, table)
-            store.flush()
+            assert isinstance(own, RocksStore)
+            store.take_from(own)
         finally:
             own.close()
+    store.set_clock(store.ledger.base + records)

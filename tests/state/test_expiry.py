@@ -13,6 +13,7 @@ from detemplate.cli import main
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import process_page
+from detemplate.engine.table import HostTable
 from detemplate.state.expiry import ExpiryPolicy, IndexEntry, Ledger, choose_expired
 from detemplate.state.memory import MemoryStore
 from detemplate.state.rocks import RocksStore
@@ -108,7 +109,8 @@ def test_a_pathological_table_is_bounded_with_an_event() -> None:
 
 
 def test_the_ledger_sweeps_every_so_many_pages_or_a_tenth_of_the_hosts() -> None:
-    ledger = Ledger(ExpiryPolicy(ttl_pages=5))
+    # A budget weighs the whole state: a tenth of its hosts (of every job's, `scale`).
+    ledger = Ledger(ExpiryPolicy(ttl_s=5.0, budget_bytes=1))
     ledger.clock = Ledger.SWEEP_EVERY_PAGES - 1
     assert not ledger.due()
     ledger.clock += 1
@@ -116,7 +118,35 @@ def test_the_ledger_sweeps_every_so_many_pages_or_a_tenth_of_the_hosts() -> None
     ledger.swept(hosts=1_000_000, expired=[])
     ledger.clock += Ledger.SWEEP_EVERY_PAGES
     assert not ledger.due()  # a million hosts: the next sweep after 100,000 pages
+    ledger.clock += 90_000
+    assert ledger.due()
+    ledger.scale = 4  # a job of four holding a quarter of the hosts
+    ledger.swept(hosts=250_000, expired=[])
+    ledger.clock += 99_999
+    assert not ledger.due()
     assert not Ledger(ExpiryPolicy()).due()
+
+
+def test_the_ledger_sweeps_a_tenth_of_the_ttl_apart_however_many_hosts() -> None:
+    """Hosts dropped by the pages they go unseen alone: sweeps at the same pages whatever the
+    jobs hold (`run --jobs` writes the bytes of one job)."""
+    ledger = Ledger(ExpiryPolicy(ttl_pages=500_000))
+    ledger.swept(hosts=10_000_000, expired=[])
+    ledger.clock += 49_999
+    assert not ledger.due()
+    ledger.clock += 1
+    assert ledger.due()  # 50,000 pages: a tenth of the ttl, not a tenth of ten million hosts
+
+
+def test_the_clock_counts_the_records_run_advances_it_by() -> None:
+    ledger = Ledger(ExpiryPolicy(ttl_pages=5), clock=100)
+    table = HostTable(PARAMS.table)
+    ledger.seen("a.example", table, 0)
+    assert ledger.clock == 101  # nobody advances it: a page taken counts one
+    ledger.advance(7)  # the run's 7th record (the pages and the errors before it counted)
+    ledger.seen("b.example", table, 0)
+    ledger.seen("b.example", table, 0)
+    assert ledger.clock == 107 and ledger.last_seen["b.example"][0] == 107
 
 
 def test_run_with_expiry_writes_the_events_and_keeps_the_live_hosts(tmp_path: Path) -> None:

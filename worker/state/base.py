@@ -33,8 +33,14 @@ class SegmentStore(TableStore, Protocol):
         """Make every table handed to `put` durable."""
         ...
 
-    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
-        """Drop whole hosts by the store's expiry policy, when a sweep is due (or `force`)."""
+    def advance(self, records: int) -> None:
+        """The run has read `records` records of its input: the page clock of whole-host expiry
+        (state/expiry.py Ledger; a store that no one advances counts the pages `put` takes)."""
+        ...
+
+    def expire(self, now_ms: int | None = None, force: bool = False) -> list[str]:
+        """Drop whole hosts by the store's expiry policy, when a sweep is due (or `force`); the
+        hosts dropped."""
         ...
 
     def take_events(self) -> list[TemplateEvent]:

@@ -4,7 +4,8 @@ The logistic expiry bounds each host's table, but not how many tables there are:
 sees hundreds of millions of hosts. Both shells drop whole hosts by the same policy:
 
 - unseen for `ttl_pages` pages (the stream: messages of the host's input partition, counted
-  by offsets; `run`: pages of the state, counted across runs), or for `ttl_s` seconds;
+  by offsets; `run`: records of its input, pages and errors, counted across runs), or for
+  `ttl_s` seconds;
 - over `budget_bytes` of state, the least recently seen hosts first, down to
   `BUDGET_LOW_WATER` of the budget (the stream: per worker, over its partitions; `run`: the
   state directory);
@@ -213,37 +214,64 @@ def policy_from_args(args: argparse.Namespace) -> ExpiryPolicy:
 class Ledger:
     """What `run`'s stores (memory.py, rocks.py) keep beside their tables: the page clock, when
     each cached host was last seen, the table bound, the events for the caller, and when to
-    sweep (every `SWEEP_EVERY_PAGES` pages, or a tenth of the hosts' count, whichever is more:
-    a sweep reads every host's index entry).
+    sweep (`sweep_every`: a sweep reads every host's index entry).
 
-    clock: pages the state has taken (a table handed back by `put`), across runs.
+    clock: `run`'s records of the input, counted across runs (`advance`, which `run` calls for
+    every record, a page or an error; the stream likewise counts its partition's messages by
+    offsets); a store that no one advances counts the pages it takes (`seen`) instead.
     """
 
     SWEEP_EVERY_PAGES = 10_000
 
     def __init__(self, policy: ExpiryPolicy, clock: int = 0) -> None:
         self.policy = policy
+        self.base = clock  # the clock when the store was opened: earlier runs' records
         self.clock = clock
+        self.scale = 1  # the jobs a run's hosts are split over (`sweep_every`)
+        self.advanced = False  # the clock set by `advance` (run), not counted by `seen`
         self.last_seen: dict[str, tuple[int, int]] = {}  # host -> (clock, Unix ms) of its last page
         self.events: list[TemplateEvent] = []
         self._swept_at = clock
-        self._sweep_every = self.SWEEP_EVERY_PAGES
+        self._sweep_every = self.sweep_every(0)
+
+    def start_at(self, clock: int) -> None:
+        """Count on from `clock` (a job of `run --jobs`: the run's state's clock, not its own store's)."""
+        self.base = self.clock = self._swept_at = clock
+
+    def advance(self, records: int) -> None:
+        """The run has read `records` records of its input: the clock is the base plus them."""
+        self.advanced = True
+        self.clock = self.base + records
 
     def seen(self, host: str, table: HostTable, now_ms: int) -> None:
-        """A page of `host` changed its table: tick the clock, bound the table, remember when."""
-        self.clock += 1
+        """A page of `host` changed its table: remember when (ticking the clock where no one
+        advances it), bound the table."""
+        if not self.advanced:
+            self.clock += 1
         self.last_seen[host] = (self.clock, now_ms)
         bound = self.policy.max_table_entries
         dropped = table.evict_oldest(bound)
         if dropped:
             self.events.append(capped_event(host, table.pages, "", dropped, len(table), bound))
 
+    def sweep_every(self, hosts: int) -> int:
+        """Pages between sweeps, after a sweep that found `hosts` hosts: SWEEP_EVERY_PAGES, or
+        a tenth of `ttl_pages` when hosts are dropped only by the pages they go unseen (a host
+        then leaves within 1.1 ttl_pages, and the state holds about the hosts of the last
+        1.1 ttl_pages pages, so a sweep reads about 11 entries a page; the sweeps come at the
+        same pages however many jobs split the hosts), else a tenth of the hosts (of the whole
+        state: `scale` jobs each hold about a share of them), whichever is more."""
+        p = self.policy
+        if p.ttl_pages and not p.budget_bytes:
+            return max(self.SWEEP_EVERY_PAGES, p.ttl_pages // 10)
+        return max(self.SWEEP_EVERY_PAGES, hosts * self.scale // 10)
+
     def due(self) -> bool:
         return self.policy.expires and self.clock - self._swept_at >= self._sweep_every
 
     def swept(self, hosts: int, expired: list[Expired]) -> None:
         self._swept_at = self.clock
-        self._sweep_every = max(self.SWEEP_EVERY_PAGES, hosts // 10)
+        self._sweep_every = self.sweep_every(hosts)
         self.events.extend(expired_event(x) for x in expired)
 
     def take_events(self) -> list[TemplateEvent]:

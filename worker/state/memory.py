@@ -33,11 +33,16 @@ class MemoryStore:
     def flush(self) -> None:
         pass
 
-    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
-        """Drop the hosts the policy picks (when a sweep is due, or `force`); their events follow."""
+    def advance(self, records: int) -> None:
+        """The run has read `records` records of its input (the page clock: state/expiry.py Ledger)."""
+        self.ledger.advance(records)
+
+    def expire(self, now_ms: int | None = None, force: bool = False) -> list[str]:
+        """Drop the hosts the policy picks (when a sweep is due, or `force`); their events follow.
+        The hosts dropped."""
         ledger = self.ledger
         if not ledger.policy.expires or not (force or ledger.due()):
-            return
+            return []
         entries = []
         for host, table in self._tables.items():
             last_page, last_ms = ledger.last_seen.get(host, (0, 0))
@@ -48,6 +53,7 @@ class MemoryStore:
             self._tables.pop(x.entry.host, None)
             ledger.last_seen.pop(x.entry.host, None)
         ledger.swept(len(entries) - len(expired), expired)
+        return [x.entry.host for x in expired]
 
     def take_events(self) -> list[TemplateEvent]:
         """Events of the state itself (a bounded table, an expired host) since the last call."""

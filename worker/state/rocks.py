@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch
@@ -36,6 +36,8 @@ _FORMAT = b"1"
 _TABLE_PREFIX = b"t/"
 _INDEX_PREFIX = b"i/"
 _CLOCK_KEY = b"meta/clock"
+_DROPPED_PREFIX = b"x/"  # a job's store of `run --jobs`: the run's state's hosts it dropped
+_COPY_BATCH = 10_000
 
 
 def _key(prefix: bytes, host: str) -> bytes:
@@ -58,6 +60,15 @@ def iter_prefix(db: Rdict, prefix: bytes, after: bytes | None = None) -> Iterato
 def scan_prefix(db: Rdict, prefix: bytes) -> dict[bytes, bytes]:
     """Every record of a raw-mode database whose key starts with `prefix` (one range scan)."""
     return dict(iter_prefix(db, prefix))
+
+
+def read_index(db: Rdict) -> list[IndexEntry]:
+    """Every host's index entry in a state database."""
+    out = []
+    for key, value in iter_prefix(db, _INDEX_PREFIX):
+        host = key[len(_INDEX_PREFIX) :].decode("utf-8", "surrogatepass")
+        out.append(IndexEntry.from_bytes(host, value))
+    return out
 
 
 def read_table(db: Rdict, path: Path | str, host: str, params: TableParams) -> HostTable | None:
@@ -91,6 +102,19 @@ class ReadOnlyTables:
 
     def get(self, host: str) -> HostTable | None:
         return read_table(self._db, self.path, host, self.params)
+
+    def holds(self, host: str) -> bool:
+        """Whether the state has a table for `host`."""
+        return self._db.get(_key(_TABLE_PREFIX, host)) is not None
+
+    def clock(self) -> int:
+        """The state's page clock (state/expiry.py Ledger)."""
+        clock = self._db.get(_CLOCK_KEY)
+        return int(clock) if isinstance(clock, bytes) else 0
+
+    def index(self) -> list[IndexEntry]:
+        """Every host's index entry."""
+        return read_index(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -133,6 +157,7 @@ class RocksStore:
         self._dirty: set[str] = set()
         clock = self._db.get(_CLOCK_KEY)
         self.ledger = Ledger(policy or ExpiryPolicy(), int(clock) if isinstance(clock, bytes) else 0)
+        self._clock_written = self.ledger.clock
 
     def get(self, host: str) -> HostTable | None:
         table = self._cache.get(host)
@@ -189,6 +214,9 @@ class RocksStore:
 
     def flush(self) -> None:
         if not self._dirty:
+            if self.ledger.clock != self._clock_written:
+                self._db[_CLOCK_KEY] = str(self.ledger.clock).encode()
+                self._clock_written = self.ledger.clock
             return
         batch = WriteBatch(raw_mode=True)
         for host in self._dirty:
@@ -197,22 +225,31 @@ class RocksStore:
         batch.put(_CLOCK_KEY, str(self.ledger.clock).encode())
         self._db.write(batch)
         self._dirty.clear()
+        self._clock_written = self.ledger.clock
 
     def index(self) -> list[IndexEntry]:
         """Every host's index entry (a scan of the state; hosts written before index entries existed have none)."""
-        out = []
-        for key, value in scan_prefix(self._db, _INDEX_PREFIX).items():
-            host = key[len(_INDEX_PREFIX) :].decode("utf-8", "surrogatepass")
-            out.append(IndexEntry.from_bytes(host, value))
-        return out
+        return read_index(self._db)
 
-    def expire(self, now_ms: int | None = None, force: bool = False) -> None:
-        """Drop the hosts the policy picks (when a sweep is due, or `force`); their events follow."""
+    def advance(self, records: int) -> None:
+        """The run has read `records` records of its input (the page clock: state/expiry.py Ledger)."""
+        self.ledger.advance(records)
+
+    def expire(
+        self, now_ms: int | None = None, force: bool = False,
+        others: Callable[[set[str]], list[IndexEntry]] | None = None,
+    ) -> list[str]:
+        """Drop the hosts the policy picks (when a sweep is due, or `force`); their events follow.
+        The hosts dropped. `others`: given the hosts this store holds, the index entries of hosts
+        it stands for that another state holds (a job of `run --jobs`: the run's state's hosts
+        it has not loaded), weighed with its own."""
         ledger = self.ledger
         if not ledger.policy.expires or not (force or ledger.due()):
-            return
+            return []
         self.flush()
         entries = self.index()
+        if others is not None:
+            entries += others({e.host for e in entries})
         now = int(time.time() * 1000) if now_ms is None else now_ms
         expired = choose_expired(entries, ledger.policy, now, ledger.clock)
         if expired:
@@ -224,6 +261,39 @@ class RocksStore:
                 self._cache.pop(host, None)
             self._db.write(batch)
         ledger.swept(len(entries) - len(expired), expired)
+        return [x.entry.host for x in expired]
+
+    # -- a job's store of `run --jobs` and the run's state it goes back into -------------------
+
+    def drop(self, host: str) -> None:
+        """Mark a host of the run's state as dropped by this job's expiry (the parent deletes it
+        there: `take_from`)."""
+        self._db[_key(_DROPPED_PREFIX, host)] = b""
+
+    def take_from(self, other: RocksStore) -> None:
+        """A job's hosts into this state: the hosts it dropped deleted, then its tables and
+        index entries copied as they are (when each host was last seen, in the run's clock)."""
+        self.flush()
+        self._cache.clear()  # nothing dirty after the flush: a host is read back from the copy
+        batch = WriteBatch(raw_mode=True)
+        for key, _ in iter_prefix(other._db, _DROPPED_PREFIX):
+            host = key[len(_DROPPED_PREFIX) :]
+            batch.delete(_TABLE_PREFIX + host)
+            batch.delete(_INDEX_PREFIX + host)
+        self._db.write(batch)
+        for prefix in (_TABLE_PREFIX, _INDEX_PREFIX):
+            batch = WriteBatch(raw_mode=True)
+            for n, (key, value) in enumerate(iter_prefix(other._db, prefix), 1):
+                batch.put(key, value)
+                if n % _COPY_BATCH == 0:  # a batch at a time, not a job's whole state in memory
+                    self._db.write(batch)
+                    batch = WriteBatch(raw_mode=True)
+            self._db.write(batch)
+
+    def set_clock(self, clock: int) -> None:
+        """The state's page clock (after `run --jobs`: its clock before the run plus the run's records)."""
+        self.ledger.clock = clock
+        self.flush()
 
     def take_events(self) -> list[TemplateEvent]:
         """Events of the state itself (a bounded table, an expired host) since the last call."""
