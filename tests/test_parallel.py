@@ -208,11 +208,15 @@ def test_a_state_written_by_two_jobs_is_continued_as_one_jobs(tmp_path: Path) ->
 
 # `detemplate run` with the state made durable and whole-host expiry weighed every 10 records
 # (not 10,000): in a process of its own, whose jobs are forked from it with these settings.
+# With "--read" first, every job reads the input itself (JobSpec.feed=False).
 _EXPIRY_RUN = (
-    "import sys\n"
-    "from detemplate import cli, offline\n"
+    "import dataclasses, sys\n"
+    "from detemplate import cli, offline, parallel\n"
     "from detemplate.state import expiry\n"
     "offline.FLUSH_EVERY_PAGES = expiry.Ledger.SWEEP_EVERY_PAGES = 10\n"
+    "if sys.argv[1] == '--read':\n"
+    "    start, sys.argv[1:] = parallel.start_jobs, sys.argv[2:]\n"
+    "    parallel.start_jobs = lambda spec, *a, **k: start(dataclasses.replace(spec, feed=False), *a, **k)\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
 
@@ -241,16 +245,17 @@ def test_whole_host_expiry_in_n_jobs_is_one_jobs(tmp_path: Path) -> None:
     unseen = re.compile(rb',"unseen_s":[0-9.e+-]+')
     results = {}
     for name, jobs in (("one", ("1", "1")), ("two", ("2", "2")), ("two-then-one", ("2", "1")),
-                       ("one-then-three", ("1", "3"))):
+                       ("one-then-three", ("1", "3")), ("two-reading", ("2", "2"))):
         state, outs = tmp_path / f"state-{name}", []
+        read = ["--read"] if name.endswith("reading") else []
         for n, (part, j) in enumerate(zip(halves, jobs, strict=True)):
             out, events = tmp_path / f"{name}-{n}.jsonl", tmp_path / f"{name}-{n}.events.jsonl"
-            subprocess.run([sys.executable, "-c", _EXPIRY_RUN, "run", str(part), "-o", str(out), "--events",
+            subprocess.run([sys.executable, "-c", _EXPIRY_RUN, *read, "run", str(part), "-o", str(out), "--events",
                             str(events), "--state", str(state), "--host-ttl-pages", "15", "--jobs", j],
                            check=True, capture_output=True, timeout=DEADLINE_SECONDS)
             outs += [out.read_bytes(), unseen.sub(b"", events.read_bytes())]
         results[name] = (outs, _state(state))
-    for name in ("two", "two-then-one", "one-then-three"):
+    for name in ("two", "two-then-one", "one-then-three", "two-reading"):
         assert results[name] == results["one"], name
     # The expiry decided pages: the first wave went at the sweep after the first run's 40th
     # record (of 45), each unseen since its last page, and came back afresh in the second run.
