@@ -267,6 +267,36 @@ def test_whole_host_expiry_in_n_jobs_is_one_jobs(tmp_path: Path) -> None:
     assert {r["host"]: r["page_no"] for r in reversed(back) if r["host"] == "wave0.example"} == {"wave0.example": 1}
 
 
+def test_a_state_budget_in_n_jobs_is_shared_out(tmp_path: Path) -> None:
+    """Each job keeps its hosts under its share of --state-budget-mb, the least recently seen
+    of them first: the state stays under the budget, as each stream worker keeps its own."""
+    crawl = write_jsonl(_crawl(10, seed=9), tmp_path / "crawl.jsonl")
+    sizes = {}
+    for jobs in ("1", "2"):
+        state = tmp_path / f"state-{jobs}"
+        run([crawl], tmp_path / f"out-{jobs}.jsonl", "--state", str(state), "--jobs", jobs)
+        store = RocksStore(state, EngineParams().table)
+        sizes[jobs] = {e.host: e.state_bytes for e in store.index()}
+        store.close()
+    assert sizes["1"] == sizes["2"]  # without a budget, the same hosts and sizes
+    budget = sum(sizes["1"].values()) * 0.6
+    events = tmp_path / "events.jsonl"
+    state = tmp_path / "state-budget"
+    run([crawl], tmp_path / "out-budget.jsonl", "--state", str(state), "--jobs", "2",
+        "--state-budget-mb", str(budget / (1 << 20)), "--events", str(events))
+    store = RocksStore(state, EngineParams().table)
+    kept = {e.host: e.state_bytes for e in store.index()}
+    assert sorted(store.hosts()) == sorted(kept)
+    store.close()
+    assert 0 < sum(kept.values()) <= budget
+    dropped = [e for e in map(json.loads, events.read_text().splitlines()) if e["type"] == "template.host_expired"]
+    assert {e["details"]["reason"] for e in dropped} == {"budget"}
+    assert dropped and set(kept).isdisjoint(e["host"] for e in dropped)
+    for index in (0, 1):  # within each job's share
+        share = sum(size for host, size in kept.items() if job_of(host, 2) == index)
+        assert share <= budget / 2
+
+
 def _fail(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
     """A decide function that fails on the first page (a bug in a job)."""
     for _ in pages:
@@ -587,10 +617,6 @@ def test_jobs_that_cannot_work_are_refused_or_one(tmp_path: Path) -> None:
     for asked, inputs in ((2, ["-"]), (0, [big])):
         with pytest.raises(ConfigError):
             resolve_jobs(asked, inputs)
-    # A state budget weighs every host of the state at once: one job, or a refusal.
-    assert resolve_jobs(None, [big], budget=True) == 1
-    with pytest.raises(ConfigError, match="budget"):
-        resolve_jobs(2, [big], budget=True)
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: every run is one job")

@@ -314,7 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         policy = expiry.policy_from_args(args)
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
-        jobs = parallel.resolve_jobs(args.jobs, args.inputs, policy.budget_bytes > 0)
+        jobs = parallel.resolve_jobs(args.jobs, args.inputs)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -410,7 +410,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
         "cores; one for input under 8 MB (16 off Linux), where starting the jobs costs more than they save; one for "
-        "standard input and with a state budget, which refuse more)",
+        "standard input, which refuses more)",
     )
     expiry.add_arguments(p)
     add_param_argument(

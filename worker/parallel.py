@@ -155,15 +155,12 @@ def input_bytes(inputs: Sequence[str], limit: int) -> int:
     return total
 
 
-def resolve_jobs(asked: int | None, inputs: Sequence[str], budget: bool = False) -> int:
+def resolve_jobs(asked: int | None, inputs: Sequence[str]) -> int:
     """The number of processes for a run: `asked`, else the cores (one where only one can
     work, or where the input is small: SMALL_INPUT_BYTES)."""
     one_reason = None
     if STDIN in inputs:
         one_reason = "standard input (-) can be read only once, not by every job"
-    elif budget:
-        # The budget weighs every host of the state at once; a job holds only its own hosts.
-        one_reason = "a state budget (--state-budget-mb) weighs every host of the state at once and runs in one job"
     if asked is None:
         cores = default_jobs()
         if one_reason or cores == 1 or input_bytes(inputs, SMALL_INPUT_BYTES) < SMALL_INPUT_BYTES:
@@ -388,9 +385,19 @@ def _paths(work: Path, index: int) -> tuple[Path, Path, Path]:
 
 
 def _own_store(spec: JobSpec, work: Path, index: int) -> SegmentStore:
+    policy = job_policy(spec.policy, spec.jobs)
     if spec.state is None:
-        return MemoryStore(spec.policy)
-    return RocksStore(_paths(work, index)[2], spec.params.table, policy=spec.policy)
+        return MemoryStore(policy)
+    return RocksStore(_paths(work, index)[2], spec.params.table, policy=policy)
+
+
+def job_policy(policy: ExpiryPolicy | None, jobs: int) -> ExpiryPolicy | None:
+    """A job's expiry policy: the run's, with a share of its state budget (the hosts are split
+    evenly by their hash: each job keeps its own under budget / jobs, the least recently seen
+    of them first, and the state under the budget, as each stream worker keeps its own)."""
+    if policy is None or not policy.budget_bytes or jobs == 1:
+        return policy
+    return dataclasses.replace(policy, budget_bytes=max(1, policy.budget_bytes // jobs))
 
 
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)

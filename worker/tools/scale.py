@@ -172,7 +172,8 @@ def offline(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float) -> dict[s
             n += 1
     out, state = tmp / "clean.jsonl", tmp / "state"
     cmd = [sys.executable, "-m", "detemplate.cli", "run", str(crawl), "-o", str(out), "--state", str(state),
-           "--host-ttl-pages", str(ttl_pages), "--events", str(tmp / "events.jsonl")]
+           "--host-ttl-pages", str(ttl_pages), "--events", str(tmp / "events.jsonl"),
+           "--jobs", "1"]  # one process, as docs/scale.md's figures were taken (the RSS, the state over time)
     if budget_mb:
         cmd += ["--state-budget-mb", str(budget_mb)]
     t0 = time.monotonic()
