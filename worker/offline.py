@@ -408,9 +408,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--jobs",
         type=int,
         metavar="N",
-        help="processes, the hosts split over them, the same output as one (docs/parallel.md; default: the "
-        "cores; one for input under 8 MB (16 off Linux), where starting the jobs costs more than they save; one for "
-        "standard input, which refuses more)",
+        help="processes, the hosts split over them, the same output as one (docs/parallel.md; with "
+        "--state-budget-mb each keeps its hosts under budget / N; default: the cores; one for input under 8 MB "
+        "(16 off Linux), where starting the jobs costs more than they save; one for standard input, which refuses "
+        "more)",
     )
     expiry.add_arguments(p)
     add_param_argument(

@@ -202,7 +202,7 @@ class JobSpec:
     with_html: bool = False
     events: bool = False
     state: str | None = None
-    policy: ExpiryPolicy | None = None  # the table bound (max_table_entries) each job's store applies
+    policy: ExpiryPolicy | None = None  # the run's expiry policy and table bound (a job's: `job_policy`)
     feed: bool = True  # the parent reads the input once and hands each job its pages; False: every job reads it
 
 
