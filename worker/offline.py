@@ -258,14 +258,19 @@ def run_pages(
         if placement is not None:
             placement.sweep_at(None)
 
+    def boundaries_up_to(records: int) -> None:
+        """The boundaries among the records other jobs decided since this job's last one (none
+        where the records follow on, as in one job)."""
+        if records > done:
+            for at in range((done // FLUSH_EVERY_PAGES + 1) * FLUSH_EVERY_PAGES, records + 1, FLUSH_EVERY_PAGES):
+                boundary(at)
+
     done = 0  # the input's records decided up to this one (by this job and, before it, the others)
     try:
         for item in pages:
             at = summary.pages if placement is None else placement.position()
             summary.pages += 1
-            # The boundaries among the records other jobs decided since this job's last one.
-            for records in range((done // FLUSH_EVERY_PAGES + 1) * FLUSH_EVERY_PAGES, at + 1, FLUSH_EVERY_PAGES):
-                boundary(records)
+            boundaries_up_to(at)
             done = at + 1
             store.advance(done)
             due = first_pages.due(at)
@@ -283,8 +288,7 @@ def run_pages(
             if done % FLUSH_EVERY_PAGES == 0:
                 boundary(done)
         end = summary.pages if placement is None else placement.records()
-        for records in range((done // FLUSH_EVERY_PAGES + 1) * FLUSH_EVERY_PAGES, end + 1, FLUSH_EVERY_PAGES):
-            boundary(records)
+        boundaries_up_to(end)
         done = end
         publish(first_pages.flush())  # the end of the input: what is still held, in input order
     finally:

@@ -426,12 +426,11 @@ def _own_items(
             message = _take(queue)
         placement.total = message
         return
-    records = 0
+    seq = -1  # (no items: the input's records are 0)
     for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
-        records = seq + 1
         if _owner(item, spec.jobs) == index:
             yield seq, _decoded(item)
-    placement.total = records
+    placement.total = seq + 1
 
 
 def _decoded(item: RawPage | DeadPage | Undecoded) -> RawPage | DeadPage:

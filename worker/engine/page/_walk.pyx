@@ -92,6 +92,9 @@ cdef node_fn _next_attr = NULL
 cdef name_fn _attr_name = NULL
 cdef name_fn _attr_value = NULL
 cdef Py_ssize_t _text_offset = -1
+# The sizes lexbor's node header (lxb_dom_node_t) has had: it grew by one field across
+# versions. A text node's string and a document's compatibility mode follow it.
+cdef tuple NODE_HEADER_SIZES = (96, 104, 112, 88)
 cdef hash_fn _xxh3 = NULL  # XXH3_64bits from the loaded xxhash module (init_hash), else NULL
 
 cdef enum:
@@ -160,15 +163,15 @@ def init(str library, Py_ssize_t probe_text_node, bytes probe_text):
     _next_attr = <node_fn><uintptr_t>symbols[b"lxb_dom_element_next_attribute_noi"]
     _attr_name = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_qualified_name"]
     _attr_value = <name_fn><uintptr_t>symbols[b"lxb_dom_attr_value_noi"]
-    # A text node is a node header followed by its lexbor_str_t. The header grew by one
-    # field across lexbor versions: try the sizes it has had, checking length then bytes.
+    # A text node is a node header followed by its lexbor_str_t: try the header's sizes
+    # (NODE_HEADER_SIZES), checking length then bytes.
     cdef char *node = <char *><uintptr_t>probe_text_node
     cdef lexbor_str *s
     cdef Py_ssize_t offset
     _text_offset = -1
     if _tag_id(node) != TEXT_ID:
         return "the probe node is not a text node"
-    for offset in (96, 104, 112, 88):
+    for offset in NODE_HEADER_SIZES:
         s = <lexbor_str *>(node + offset)
         if s.length == <size_t>len(probe_text) and s.data != NULL:
             if memcmp(s.data, <const char *>probe_text, s.length) == 0:
@@ -275,15 +278,15 @@ cdef int _compat_at(void *doc, Py_ssize_t offset, bytes page) noexcept:
 
 
 cdef void _find_compat_offset() noexcept:
-    """Where a document keeps its compatibility mode: the one offset among the node header's
-    sizes lexbor builds have where a page without a doctype (quirks), an XHTML 1.0
-    Transitional page (limited quirks) and, in a fresh document, an HTML5 page (no quirks)
-    leave 1, 2 and 0; -1 where none or more than one does."""
+    """Where a document keeps its compatibility mode: the one offset among NODE_HEADER_SIZES
+    where a page without a doctype (quirks), an XHTML 1.0 Transitional page (limited quirks)
+    and, in a fresh document, an HTML5 page (no quirks) leave 1, 2 and 0; -1 where none or
+    more than one does."""
     global _compat_offset
     cdef void *doc
     cdef Py_ssize_t offset
     found = []
-    for offset in (88, 96, 104, 112):
+    for offset in NODE_HEADER_SIZES:
         ok = True
         for page, mode in ((b"<!doctype html><p>a", 0), (b"<p>a", 1),
                            (b'<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN" '
