@@ -42,7 +42,7 @@ class BruteForceTable:
 
 
 class CountingWheel(dict[int, list[int]]):
-    """The table's timing wheel, counting the keys it hands back (the expiry work)."""
+    """A dict table's timing wheel, counting the keys it hands back (the expiry work)."""
 
     popped = 0
 
@@ -53,14 +53,35 @@ class CountingWheel(dict[int, list[int]]):
         return bucket
 
 
-def counting(table: HostTable) -> CountingWheel:
+class Examined:
+    """The compiled entries' count of the due keys they looked at, from now on."""
+
+    def __init__(self, table: HostTable) -> None:
+        self.entries = table._entries
+        self.start = self.entries.examined
+
+    @property
+    def popped(self) -> int:
+        return int(self.entries.examined - self.start)
+
+
+def counting(table: HostTable) -> CountingWheel | Examined:
+    if table._wheel is None:
+        return Examined(table)
     wheel = CountingWheel(table._wheel)
     table._wheel = wheel
     return wheel
 
 
 def wheel_size(table: HostTable) -> int:
+    if table._wheel is None:
+        return int(table._entries.scheduled())
     return sum(len(bucket) for bucket in table._wheel.values())
+
+
+# Each expiry test runs on the table's entries as the engine keeps them (in C where the
+# extension is in use) and on the dicts of the Python reference.
+IMPLEMENTATIONS = pytest.mark.parametrize("python", [False, True], ids=["in-use", "python"])
 
 
 page_streams = st.lists(
@@ -132,10 +153,13 @@ def test_duplicate_segments_on_one_page_count_once() -> None:
 # -- expiry against brute force -----------------------------------------------------------
 
 
+@IMPLEMENTATIONS
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(params=small_params, stream=page_streams)
-def test_expiry_matches_brute_force_after_every_page(params: TableParams, stream: list[list[int]]) -> None:
-    table = HostTable(params)
+def test_expiry_matches_brute_force_after_every_page(
+    python: bool, params: TableParams, stream: list[list[int]]
+) -> None:
+    table = HostTable(params, python)
     model = BruteForceTable(params)
     for keys in stream:
         assert table.observe(keys) == model.observe(keys)
@@ -145,10 +169,13 @@ def test_expiry_matches_brute_force_after_every_page(params: TableParams, stream
         assert wheel_size(table) == len(table)
 
 
+@IMPLEMENTATIONS
 @settings(max_examples=200, deadline=None)
 @given(params=small_params, stream=page_streams)
-def test_expiry_work_is_bounded_by_expired_plus_sightings(params: TableParams, stream: list[list[int]]) -> None:
-    table = HostTable(params)
+def test_expiry_work_is_bounded_by_expired_plus_sightings(
+    python: bool, params: TableParams, stream: list[list[int]]
+) -> None:
+    table = HostTable(params, python)
     wheel = counting(table)
     expired = 0
     sightings = 0
@@ -162,9 +189,10 @@ def test_expiry_work_is_bounded_by_expired_plus_sightings(params: TableParams, s
     assert wheel.popped <= expired + sightings
 
 
-def test_expiry_does_no_work_on_pages_where_nothing_is_due() -> None:
+@IMPLEMENTATIONS
+def test_expiry_does_no_work_on_pages_where_nothing_is_due(python: bool) -> None:
     params = TableParams(tb=50, n=10.0)
-    table = HostTable(params)
+    table = HostTable(params, python)
     table.observe(list(range(5000)))  # a big table, all seen once
     wheel = counting(table)
     for _ in range(params.lifetime(1) - 1):
@@ -178,9 +206,10 @@ def test_expiry_does_no_work_on_pages_where_nothing_is_due() -> None:
     assert wheel.popped == 5000
 
 
-def test_frequent_keys_live_longer_and_are_rescheduled_not_rescanned() -> None:
+@IMPLEMENTATIONS
+def test_frequent_keys_live_longer_and_are_rescheduled_not_rescanned(python: bool) -> None:
     params = TableParams(tb=4, n=10.0)
-    table = HostTable(params)
+    table = HostTable(params, python)
     wheel = counting(table)
     frequent = list(range(100))
     for _ in range(30):
@@ -197,17 +226,18 @@ def test_frequent_keys_live_longer_and_are_rescheduled_not_rescanned() -> None:
 # -- serialisation ------------------------------------------------------------------------
 
 
+@IMPLEMENTATIONS
 @settings(max_examples=150, deadline=None)
 @given(params=small_params, before=page_streams, after=page_streams)
 def test_restored_table_behaves_identically(
-    params: TableParams, before: list[list[int]], after: list[list[int]]
+    python: bool, params: TableParams, before: list[list[int]], after: list[list[int]]
 ) -> None:
-    live = HostTable(params)
+    live = HostTable(params, python)
     for keys in before:
         live.observe(keys)
     live.source_offset = 1234
     data = live.to_bytes()
-    restored = HostTable.from_bytes(data, params)
+    restored = HostTable.from_bytes(data, params, python)
     assert restored.to_bytes() == data
     assert restored.state() == live.state()
     assert (restored.pages, restored.source_offset, restored.template_count) == (
@@ -249,9 +279,50 @@ def _table_bytes() -> bytes:
         pytest.param(lambda b: bytes(random.Random(1).randrange(256) for _ in range(len(b))), id="random"),
     ],
 )
-def test_corrupt_bytes_raise_state_error(corrupt: Any) -> None:
+@IMPLEMENTATIONS
+def test_corrupt_bytes_raise_state_error(python: bool, corrupt: Any) -> None:
     with pytest.raises(StateError):
-        HostTable.from_bytes(corrupt(_table_bytes()), TableParams())
+        HostTable.from_bytes(corrupt(_table_bytes()), TableParams(), python)
+
+
+@IMPLEMENTATIONS
+def test_an_entry_with_no_pages_is_a_corrupt_table(python: bool) -> None:
+    data = bytearray(_table_bytes())
+    n = len(HostTable.from_bytes(bytes(data), TableParams()))
+    data[-8 * n + 4 : -8 * n + 8] = b"\0\0\0\0"  # the second entry's DF (the DFs, then the last pages, end the bytes)
+    with pytest.raises(StateError, match="DF of 0"):
+        HostTable.from_bytes(bytes(data), TableParams(), python)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    params=small_params,
+    steps=st.lists(
+        st.one_of(
+            st.lists(st.integers(min_value=0, max_value=60), max_size=15).map(lambda ks: sorted(set(ks))),
+            st.tuples(st.just("bound"), st.integers(min_value=0, max_value=40)),
+            st.just("reload"),
+        ),
+        max_size=150,
+    ),
+)
+def test_the_tables_in_use_keep_the_python_ones_bytes(params: TableParams, steps: list[Any]) -> None:
+    """Pages, bounds and reloads in any order: the table as the engine keeps it gives the
+    reference's DFs, counters, bytes and bound (dropped keys seen again go to the end)."""
+    fast, slow = HostTable(params), HostTable(params, python=True)
+    for step in steps:
+        if step == "reload":
+            fast = HostTable.from_bytes(fast.to_bytes(), params)
+            slow = HostTable.from_bytes(slow.to_bytes(), params, python=True)
+        elif isinstance(step, tuple):
+            assert fast.evict_oldest(step[1]) == slow.evict_oldest(step[1])
+        else:
+            assert fast.missing(step) == slow.missing(step)
+            assert fast.observe(step) == slow.observe_python(step)
+        assert fast.to_bytes() == slow.to_bytes()
+        assert (fast.template_count, fast.removed_since_event, len(fast)) == (
+            slow.template_count, slow.removed_since_event, len(slow)
+        )
 
 
 # -- events -------------------------------------------------------------------------------
@@ -335,7 +406,8 @@ def test_the_compiled_observe_keeps_the_table_as_the_python_one() -> None:
         pytest.skip("the compiled extension is not in use")
     rng = random.Random(7)
     params = TableParams(tb=3, n=5)
-    fast, slow = HostTable(params), HostTable(params)
+    fast, slow = HostTable(params), HostTable(params, python=True)
+    assert isinstance(fast._entries, compiled.module().Entries) and isinstance(slow._entries, dict)
     pagelet_keys = [(rng.getrandbits(44) << 20) | TAG for _ in range(30)]
     vocabulary = [rng.getrandbits(64) for _ in range(400)] + pagelet_keys
     for page in range(600):

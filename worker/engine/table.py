@@ -25,6 +25,13 @@ at a page no later than its true expiry (seeing a key again only moves its expir
 later), so a popped key is either dead (deleted) or rescheduled at its true expiry.
 The wheel is derived state: it is rebuilt from the entries on load, and deletions
 happen on exactly the same pages either way, so a restored table behaves identically.
+
+Where the compiled extension is in use, the entries and the wheel are its `Entries`
+(page/_walk.pyx): the same entries in the same order in C arrays, the wheel a heap, about 16
+bytes an entry against about 100 in the dict's Python objects, and a table loaded or saved
+with one copy of its columns. `observe_python` and the dicts are the reference (a table made
+with `python=True`), and the compiled entries are used only after they gave the reference's
+DFs, counters and bytes on a probe sequence of pages (`entries_kernel`).
 """
 
 from __future__ import annotations
@@ -69,7 +76,9 @@ class HostTable:
         "template_count",
     )
 
-    def __init__(self, params: TableParams) -> None:
+    def __init__(self, params: TableParams, python: bool = False) -> None:
+        """`python`: keep the entries in dicts (the reference) even where the compiled
+        `Entries` are in use."""
         self.params = params
         self.pages = 0  # pages observed so far; the current page's number after observe()
         self.source_offset = -1  # last input offset applied (set by the stream shell)
@@ -78,9 +87,11 @@ class HostTable:
         self.size_at_event = 0  # template_count at the last event
         self.added_since_event = 0  # entries that became template since the last event
         self.removed_since_event = 0  # template entries that expired since the last event
-        # key -> df << 32 | last_seen: one int per entry keeps the table compact.
-        self._entries: dict[int, int] = {}
-        self._wheel: dict[int, list[int]] = {}
+        # key -> df << 32 | last_seen: one int per entry keeps the table compact; in C (with
+        # the wheel) where the extension is in use, else a dict, and the wheel a dict of lists.
+        kernel = None if python else entries_kernel()
+        self._entries: Any = {} if kernel is None else kernel.Entries()
+        self._wheel: dict[int, list[int]] | None = {} if kernel is None else None
         self._life = params.lifetimes()  # shared, never changed
         # The host's template clusters: None, their bytes (as loaded) or a HostClusters.
         self.clusters: Any = None
@@ -93,11 +104,10 @@ class HostTable:
         return key in self._entries
 
     def missing(self, keys: Iterable[int]) -> set[int]:
-        """The keys the table does not hold (new to it); the loop compiled where the page walk is."""
+        """The keys the table does not hold (new to it)."""
         entries = self._entries
-        kernel = compiled.kernel("missing")
-        if kernel is not None:
-            return kernel(entries, keys)  # type: ignore[no-any-return]
+        if self._wheel is None:
+            return entries.missing(keys)  # type: ignore[no-any-return]  # the compiled Entries'
         return {key for key in keys if key not in entries}
 
     def lifetime(self, df: int) -> int:
@@ -106,22 +116,22 @@ class HostTable:
 
     def df(self, key: int) -> int:
         """Current DF of a key (0 when absent)."""
-        return self._entries.get(key, 0) >> _DF_SHIFT
+        if self._wheel is None:
+            return self._entries.df(key, _DF_SHIFT)  # type: ignore[no-any-return]
+        return self._entries.get(key, 0) >> _DF_SHIFT  # type: ignore[no-any-return]
 
     def observe(self, keys: Sequence[int]) -> list[int]:
         """Add one page's distinct segment keys; return each key's DF including this page.
 
         Expands the table with the page, then shrinks it by the keys that expire now.
-        The loop is compiled (page/_walk.pyx `observe`) when the extension is in use,
-        else `observe_python` runs it: the same steps on the same dicts.
+        The loop is compiled (page/_walk.pyx `Entries.observe`) where the entries are the
+        extension's, else `observe_python` runs it: the same steps on dicts.
         """
-        mod = compiled.module()
-        if mod is None:
+        if self._wheel is not None:
             return self.observe_python(keys)
         self.pages = page = self.pages + 1
-        dfs, added, removed = mod.observe(
-            self._entries, self._wheel, self._life, page, keys, self.params.template_df,
-            _DF_SHIFT, TAG_MASK, TAG,
+        dfs, added, removed = self._entries.observe(
+            self._life, page, keys, self.params.template_df, _DF_SHIFT, TAG_MASK, TAG
         )
         self.template_count += added - removed
         self.added_since_event += added
@@ -129,10 +139,13 @@ class HostTable:
         return dfs  # type: ignore[no-any-return]  # a list of ints from the extension
 
     def observe_python(self, keys: Sequence[int]) -> list[int]:
-        """`observe` in Python: the reference for the compiled loop."""
+        """`observe` in Python, on a table whose entries are dicts: the reference for the
+        compiled loop."""
+        wheel = self._wheel
+        if wheel is None:
+            raise TypeError("observe_python needs a table made with python=True")
         self.pages = page = self.pages + 1
         entries = self._entries
-        wheel = self._wheel
         life = self._life
         last_life = life[-1]
         threshold = self.params.template_df
@@ -223,8 +236,9 @@ class HostTable:
             return 0
         target = max(0, int(max_entries * keep_share))
         drop = len(entries) - target
+        items = list(entries.items())
         by_page: dict[int, int] = {}
-        for packed in entries.values():
+        for _key, packed in items:
             last = packed & _LAST_MASK
             by_page[last] = by_page.get(last, 0) + 1
         # The last-seen page up to which every entry goes; at that page only some do.
@@ -235,11 +249,8 @@ class HostTable:
                 cutoff = last
                 break
             below += by_page[last]
-        victims = [k for k, v in entries.items() if v & _LAST_MASK < cutoff]
-        edge = sorted(
-            (k for k, v in entries.items() if v & _LAST_MASK == cutoff),
-            key=lambda k: (entries[k] >> _DF_SHIFT, k),
-        )
+        victims = [k for k, v in items if v & _LAST_MASK < cutoff]
+        edge = [k for _df, k in sorted((v >> _DF_SHIFT, k) for k, v in items if v & _LAST_MASK == cutoff)]
         victims.extend(edge[: drop - len(victims)])
         threshold = self.params.template_df
         for key in victims:
@@ -253,9 +264,14 @@ class HostTable:
 
     def to_bytes(self) -> bytes:
         entries = self._entries
-        keys = array("Q", entries.keys())
-        dfs = array("I", [v >> _DF_SHIFT for v in entries.values()])
-        lasts = array("I", [v & _LAST_MASK for v in entries.values()])
+        columns: bytes
+        if self._wheel is None:
+            columns = entries.columns(_DF_SHIFT)
+        else:
+            keys = array("Q", entries.keys())
+            dfs = array("I", [v >> _DF_SHIFT for v in entries.values()])
+            lasts = array("I", [v & _LAST_MASK for v in entries.values()])
+            columns = keys.tobytes() + dfs.tobytes() + lasts.tobytes()
         header = _HEADER.pack(
             _MAGIC,
             self.pages,
@@ -267,7 +283,7 @@ class HostTable:
             self.removed_since_event,
             len(entries),
         )
-        return header + keys.tobytes() + dfs.tobytes() + lasts.tobytes() + self._cluster_bytes()
+        return header + columns + self._cluster_bytes()
 
     def _cluster_bytes(self) -> bytes:
         c = self.clusters
@@ -276,7 +292,7 @@ class HostTable:
         return c if isinstance(c, bytes) else c.to_bytes()
 
     @classmethod
-    def from_bytes(cls, data: bytes, params: TableParams) -> HostTable:
+    def from_bytes(cls, data: bytes, params: TableParams, python: bool = False) -> HostTable:
         try:
             magic, pages, offset, tcount, learned, size_at, added, removed, n = _HEADER.unpack_from(data)
         except struct.error as exc:
@@ -286,7 +302,7 @@ class HostTable:
         end = _HEADER.size + 16 * n
         if len(data) < end or (len(data) > end and data[end : end + 4] != CLUSTERS_MAGIC):
             raise StateError(f"segment table of {n} entries has {len(data)} bytes")
-        table = cls(params)
+        table = cls(params, python)
         table.pages = pages
         table.source_offset = offset
         table.template_count = tcount
@@ -297,6 +313,12 @@ class HostTable:
         if len(data) > end:
             table.clusters = bytes(data[end:])
         off = _HEADER.size
+        if table._wheel is None:
+            try:
+                table._entries = table._entries.from_columns(memoryview(data)[off:end], n, table._life, _DF_SHIFT)
+            except ValueError as exc:
+                raise StateError(f"segment table of {n} entries: {exc}") from exc
+            return table
         keys = array("Q")
         keys.frombytes(data[off : off + 8 * n])
         dfs = array("I")
@@ -306,6 +328,8 @@ class HostTable:
         entries = table._entries
         wheel = table._wheel
         for key, df, last in zip(keys, dfs, lasts, strict=True):
+            if not df:
+                raise StateError(f"segment table of {n} entries: an entry with a DF of 0")
             entries[key] = (df << _DF_SHIFT) | last
             due = last + table.lifetime(df) + 1
             bucket = wheel.get(due)
@@ -323,8 +347,58 @@ class HostTable:
         """How many entries are tagged (pagelet and cluster) keys: a scan, for events and reports, not per page."""
         mask = TAG_MASK
         tag = TAG
+        if self._wheel is None:
+            return self._entries.tagged(mask, tag)  # type: ignore[no-any-return]
         return sum(1 for key in self._entries if key & mask == tag)
 
     def nbytes(self) -> int:
         """Size of the serialised table."""
         return _HEADER.size + 16 * len(self._entries) + len(self._cluster_bytes())
+
+
+def entries_kernel() -> Any:
+    """The extension module where its `Entries` gave the dict tables' results on a probe
+    sequence of pages (`_entries_agree`), else None; chosen once, at first use."""
+    return compiled.checked(_checked_entries)
+
+
+def _checked_entries(mod: Any) -> Any:
+    return compiled.agreeing(mod, ("Entries",), _entries_agree)
+
+
+def _entries_agree(mod: Any) -> bool:
+    """Pages of a drifting vocabulary (segment keys, tagged keys, keys over 2^63) through a
+    table on dicts and one on `mod.Entries`: the same DFs, counters, misses, bytes saved and
+    loaded again, and bound by `evict_oldest`."""
+    import random
+
+    rng = random.Random(20261130)
+    params = TableParams(template_df=3, tb=3, n=5.0)
+    slow = HostTable(params, python=True)
+    fast = HostTable(params, python=True)
+    fast._entries, fast._wheel = mod.Entries(), None  # (not through entries_kernel: this is its check)
+    vocabulary = [rng.getrandbits(64) for _ in range(150)] + [(rng.getrandbits(44) << 20) | TAG for _ in range(20)]
+    for page in range(160):
+        keys = sorted({rng.choice(vocabulary[: 40 + page // 2]) for _ in range(rng.randint(0, 40))})
+        if fast.missing(keys) != slow.missing(keys) or fast.observe(keys) != slow.observe_python(keys):
+            return False
+        if page == 80:
+            data = slow.to_bytes()
+            if fast.to_bytes() != data:
+                return False
+            slow = HostTable.from_bytes(data, params, python=True)
+            fast = HostTable.from_bytes(data, params, python=True)
+            columns = memoryview(data)[_HEADER.size :]
+            fast._entries, fast._wheel = mod.Entries.from_columns(columns, len(slow), fast._life, _DF_SHIFT), None
+        if page == 120 and fast.evict_oldest(30) != slow.evict_oldest(30):
+            return False
+        if [fast.df(key) for key in vocabulary] != [slow.df(key) for key in vocabulary]:
+            return False
+    counters = ("pages", "template_count", "added_since_event", "removed_since_event")
+    return (
+        [getattr(fast, name) for name in counters] == [getattr(slow, name) for name in counters]
+        and fast.to_bytes() == slow.to_bytes()
+        and fast.state() == slow.state()
+        and fast.tagged_keys() == slow.tagged_keys()
+        and len(fast) == len(slow) > 0
+    )

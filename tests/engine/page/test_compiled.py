@@ -35,8 +35,9 @@ from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
 from detemplate.engine.page import compiled, cues, segment_tree, walk, walk_python
 from detemplate.engine.page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED
 from detemplate.engine.page.tree import PageTree, main_block, node_columns, text_stats
-from detemplate.engine.params import PageletParams, SegmentParams
+from detemplate.engine.params import PageletParams, SegmentParams, TableParams
 from detemplate.engine.pipeline import block_verdicts_python, kept_text_python, segment_keys_python
+from detemplate.engine.table import HostTable
 from detemplate.tools.samples import LAYOUTS, make_site
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -128,9 +129,12 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         assert got_tree.main == (main_block(expected_tree) if blocks else -1)
         # The clusters' path keys, and the table's new keys (every other segment key held).
         assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
-        held = {seg.key: 1 for block in blocks for seg in block.segments[1::2]}
+        held = sorted({seg.key for block in blocks for seg in block.segments[1::2]})
         keys = [seg.key for block in blocks for seg in block.segments]
-        assert mod.missing(held, keys) == {key for key in keys if key not in held}
+        table = HostTable(TableParams())
+        table.observe(held)
+        assert isinstance(table._entries, mod.Entries)
+        assert table.missing(keys) == {key for key in keys if key not in set(held)}
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:
@@ -666,8 +670,10 @@ def test_the_layout_and_aside_kernels_refuse_lists_that_do_not_fit() -> None:
 
 
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts", "missing", "path_keys", "block_decisions", "segment_keys", "text_level"):
+    for name in ("tally", "block_verdicts", "Entries", "path_keys", "block_decisions", "segment_keys", "text_level"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
+    # A table's entries are the extension's where it is in use (and agreed with the dicts).
+    assert isinstance(HostTable(TableParams())._entries, dict) == (compiled.module() is None)
 
 
 def test_the_pagelets_are_compiled_when_the_walk_is() -> None:

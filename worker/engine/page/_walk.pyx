@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """The page walk, compiled; with the engine's other per-page loops (the input guards' tag
-scans, the table's update, the clusters' signatures, and the others page/compiled.py lists),
+scans, the host table's entries, the clusters' signatures, and the others page/compiled.py lists),
 each beside a note of its Python reference.
 
 Same walk, step for step, as page/python.py's `walk_python` (which is the reference and
@@ -25,7 +25,7 @@ from cpython cimport array
 import array
 from bisect import bisect_left
 from libc.math cimport exp
-from libc.stdint cimport uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy, memset, strlen
 from cpython.pyport cimport PY_SSIZE_T_MAX
@@ -2553,17 +2553,6 @@ def aside_blocks(list flags, list nodes, list tag, list parent, list end, list c
     return out
 
 
-# -- the table's new keys --------------------------------------------------------------------
-
-def missing(dict entries, keys):
-    """engine/table.py `HostTable.missing`: the keys `entries` does not hold, as a set."""
-    cdef set out = set()
-    for key in keys:
-        if key not in entries:
-            out.add(key)
-    return out
-
-
 # -- the clusters' page features ---------------------------------------------------------------
 
 def path_keys(blocks, hash64):
@@ -3305,61 +3294,329 @@ def nesting_estimate(str html, frozenset not_nesting):
     return deepest
 
 
-# -- the per-host table's per-page update -----------------------------------------------
+# -- the segment table's entries, in C ---------------------------------------------------------
+# engine/table.py keeps a host's entries in a dict (key -> (df << 32) | last page) and its timing
+# wheel in a dict of lists: about 100 bytes an entry in Python objects, and a Python step an
+# entry to load or save a table. `Entries` holds the same entries in two C arrays, in the dict's
+# order (insertion order; a key deleted and seen again goes to the end), with an open-addressing
+# index over them, and the wheel as a heap of (due page, key): 16 bytes an entry, a table loaded
+# and saved with one copy of its columns. Its `observe` is HostTable.observe_python's steps; the
+# order in which a page's due keys are looked at differs from the wheel's lists, which changes
+# nothing (each is kept or dropped on its own entry; the counters are sums).
 
-def observe(dict entries, wheel, list life, Py_ssize_t page, keys, Py_ssize_t threshold,
-            int df_shift, unsigned long long tag_mask, unsigned long long tag):
-    """engine/table.py HostTable.observe's work, step for step, on the table's own dicts.
+cdef struct _Due:
+    uint64_t due
+    uint64_t key
 
-    entries: key -> (df << df_shift) | last page; wheel: page -> keys to look at then;
-    life[df]: pages a key of that DF lives unseen (the last entry for higher DFs).
-    Returns (the DF of each key including this page, keys of the segment table that
-    reached `threshold`, keys at or over it that expired); pagelet keys (tagged) are not
-    counted in those two.
-    """
-    cdef list dfs = []
-    cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df
-    cdef unsigned long long packed_value, last_mask = (1ULL << df_shift) - 1
-    cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1], expires, last
-    cdef object packed, bucket
-    cdef list fresh = None  # the bucket of this page's new keys, all due at the same page
-    for key in keys:
-        packed = entries.get(key)
-        if packed is None:
-            df = 1
-            if fresh is None:
-                due = page + life1 + 1  # a new key is scheduled once, at its expiry
-                fresh = wheel.get(due)
-                if fresh is None:
-                    fresh = wheel[due] = []
-            fresh.append(key)
-        else:
-            df = (<unsigned long long>packed >> df_shift) + 1
-        entries[key] = (<unsigned long long>df << df_shift) | <unsigned long long>page
-        if df == threshold and (<unsigned long long>key & tag_mask) != tag:
-            added += 1
-        dfs.append(df)
-    due_keys = wheel.pop(page, None)
-    if due_keys:
-        for key in <list>due_keys:
-            packed = entries.get(key)
-            if packed is None:
+
+cdef inline uint64_t _mix64(uint64_t k) noexcept nogil:
+    """A 64-bit finaliser: keys are hashes, but tagged keys share their low bits."""
+    k ^= k >> 33
+    k *= 0xFF51AFD7ED558CCDULL
+    k ^= k >> 33
+    k *= 0xC4CEB9FE1A85EC53ULL
+    k ^= k >> 33
+    return k
+
+
+cdef class Entries:
+    """A host table's entries and timing wheel (engine/table.py), in C: key -> packed
+    ((df << 32) | last page), iterated in insertion order as a dict is."""
+
+    cdef uint64_t *keys  # dense, in insertion order
+    cdef uint64_t *vals  # each key's packed value; 0 where the entry was deleted (a DF is never 0)
+    cdef Py_ssize_t used, count, cap  # dense slots used (deleted ones included), live entries, capacity
+    cdef int32_t *index  # open addressing, linear probing: -1 empty, -2 deleted, else a dense slot
+    cdef Py_ssize_t mask  # index size - 1 (a power of two, at least 4/3 of `cap`: at most 3/4 full)
+    cdef _Due *heap  # the wheel: a binary min-heap on `due`
+    cdef Py_ssize_t hn, hcap
+    cdef readonly Py_ssize_t examined  # due keys looked at by `observe` so far (the expiry's work)
+
+    def __cinit__(self):
+        self._alloc(8)
+
+    def __dealloc__(self):
+        free(self.keys)
+        free(self.vals)
+        free(self.index)
+        free(self.heap)
+
+    cdef int _alloc(self, Py_ssize_t cap) except -1:
+        cdef Py_ssize_t size = 16
+        while 3 * size < 4 * cap:
+            size <<= 1
+        keys = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        vals = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        index = <int32_t *>malloc(size * sizeof(int32_t))
+        if keys == NULL or vals == NULL or index == NULL:
+            free(keys)
+            free(vals)
+            free(index)
+            raise MemoryError()
+        memset(index, 0xFF, size * sizeof(int32_t))
+        free(self.keys)
+        free(self.vals)
+        free(self.index)
+        self.keys, self.vals, self.index, self.cap, self.mask = keys, vals, index, cap, size - 1
+        self.used = self.count = 0
+        return 0
+
+    cdef inline Py_ssize_t _find(self, uint64_t key) noexcept nogil:
+        """The dense slot of `key`, or -1."""
+        cdef Py_ssize_t h = <Py_ssize_t>(_mix64(key) & <uint64_t>self.mask)
+        cdef int32_t s
+        while True:
+            s = self.index[h]
+            if s == -1:
+                return -1
+            if s >= 0 and self.keys[s] == key:
+                return s
+            h = (h + 1) & self.mask
+
+    cdef int _grow(self) except -1:
+        """Room for more entries: the live entries moved up in order (and the index made
+        anew), into arrays for half as many again (a compaction every count / 2 new keys at
+        the least: O(1) a key)."""
+        cdef uint64_t *old_keys = self.keys
+        cdef uint64_t *old_vals = self.vals
+        cdef Py_ssize_t i, n = self.used
+        cdef Py_ssize_t cap = self.count + self.count // 2 + 8
+        self.keys = self.vals = NULL
+        try:
+            self._alloc(cap)
+        except MemoryError:
+            self.keys, self.vals = old_keys, old_vals
+            raise
+        for i in range(n):
+            if old_vals[i]:
+                self._append(old_keys[i], old_vals[i])
+        free(old_keys)
+        free(old_vals)
+        return 0
+
+    cdef inline void _append(self, uint64_t key, uint64_t value) noexcept nogil:
+        """A key not held, at the end (room and a free index slot assumed)."""
+        cdef Py_ssize_t h = <Py_ssize_t>(_mix64(key) & <uint64_t>self.mask)
+        while self.index[h] != -1:
+            h = (h + 1) & self.mask
+        self.index[h] = <int32_t>self.used
+        self.keys[self.used] = key
+        self.vals[self.used] = value
+        self.used += 1
+        self.count += 1
+
+    cdef int _insert(self, uint64_t key, uint64_t value) except -1:
+        if self.used == self.cap:
+            if self.cap >= 0x3FFFFFFF:
+                raise MemoryError("a segment table of 2^30 entries")
+            self._grow()
+        self._append(key, value)
+        return 0
+
+    cdef void _delete(self, Py_ssize_t slot) noexcept nogil:
+        cdef Py_ssize_t h = <Py_ssize_t>(_mix64(self.keys[slot]) & <uint64_t>self.mask)
+        while self.index[h] != slot:
+            h = (h + 1) & self.mask
+        self.index[h] = -2
+        self.vals[slot] = 0
+        self.count -= 1
+
+    cdef int _push(self, uint64_t due, uint64_t key) except -1:
+        cdef Py_ssize_t i, up
+        cdef _Due *grown
+        if self.hn == self.hcap:
+            grown = <_Due *>realloc(self.heap, (self.hcap + self.hcap // 2 + 8) * sizeof(_Due))
+            if grown == NULL:
+                raise MemoryError()
+            self.heap = grown
+            self.hcap = self.hcap + self.hcap // 2 + 8
+        i = self.hn
+        self.hn += 1
+        while i > 0:
+            up = (i - 1) >> 1
+            if self.heap[up].due <= due:
+                break
+            self.heap[i] = self.heap[up]
+            i = up
+        self.heap[i].due = due
+        self.heap[i].key = key
+        return 0
+
+    cdef void _pop(self) noexcept nogil:
+        """Drop the heap's first item."""
+        cdef Py_ssize_t i = 0, child, n
+        cdef _Due last
+        self.hn -= 1
+        n = self.hn
+        if n == 0:
+            return
+        last = self.heap[n]
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and self.heap[child + 1].due < self.heap[child].due:
+                child += 1
+            if last.due <= self.heap[child].due:
+                break
+            self.heap[i] = self.heap[child]
+            i = child
+        self.heap[i] = last
+
+    def __len__(self):
+        return self.count
+
+    def __sizeof__(self):
+        return object.__sizeof__(self) + self.cap * 16 + (self.mask + 1) * sizeof(int32_t) + self.hcap * sizeof(_Due)
+
+    def __contains__(self, key):
+        return self._find(PyLong_AsUnsignedLongLong(key)) >= 0
+
+    def get(self, key, default=None):
+        """The packed value of `key`, or `default`."""
+        cdef Py_ssize_t s = self._find(PyLong_AsUnsignedLongLong(key))
+        return default if s < 0 else PyLong_FromUnsignedLongLong(self.vals[s])
+
+    def df(self, key, int df_shift):
+        """The DF of `key` (0 where it is not held)."""
+        cdef Py_ssize_t s = self._find(PyLong_AsUnsignedLongLong(key))
+        return 0 if s < 0 else <Py_ssize_t>(self.vals[s] >> df_shift)
+
+    def pop(self, key):
+        """Delete `key` (KeyError where it is not held); its packed value. Its wheel item
+        stays: expiry skips keys it does not find, as the dict wheel's."""
+        cdef Py_ssize_t s = self._find(PyLong_AsUnsignedLongLong(key))
+        if s < 0:
+            raise KeyError(key)
+        value = PyLong_FromUnsignedLongLong(self.vals[s])
+        self._delete(s)
+        return value
+
+    def items(self):
+        """[(key, packed)] in insertion order."""
+        cdef list out = []
+        cdef Py_ssize_t i
+        for i in range(self.used):
+            if self.vals[i]:
+                out.append((PyLong_FromUnsignedLongLong(self.keys[i]), PyLong_FromUnsignedLongLong(self.vals[i])))
+        return out
+
+    def tagged(self, unsigned long long tag_mask, unsigned long long tag):
+        """How many keys end in `tag`."""
+        cdef Py_ssize_t i, n = 0
+        for i in range(self.used):
+            if self.vals[i] and (self.keys[i] & tag_mask) == tag:
+                n += 1
+        return n
+
+    def scheduled(self):
+        """The wheel's items (keys looked at again when their page comes; a key deleted
+        out of turn may still have one)."""
+        return self.hn
+
+    def missing(self, keys):
+        """HostTable.missing: the keys not held, as a set (the same int objects)."""
+        cdef set out = set()
+        for key in keys:
+            if self._find(PyLong_AsUnsignedLongLong(key)) < 0:
+                out.add(key)
+        return out
+
+    def observe(self, list life, Py_ssize_t page, keys, Py_ssize_t threshold, int df_shift,
+                unsigned long long tag_mask, unsigned long long tag):
+        """HostTable.observe_python's steps on these entries: each key's DF including page
+        `page` (the table's page counter after this page), the segment keys that reached
+        `threshold` and those at or over it that expired (tagged keys not counted)."""
+        cdef list dfs = []
+        cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df, s
+        cdef uint64_t k, value, last_mask = (1ULL << df_shift) - 1
+        cdef uint64_t p = <uint64_t>page, expires
+        cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1]
+        for key in keys:
+            k = PyLong_AsUnsignedLongLong(key)
+            s = self._find(k)
+            if s < 0:
+                df = 1
+                self._insert(k, (1ULL << df_shift) | p)
+                self._push(p + <uint64_t>life1 + 1, k)  # a new key is scheduled once, at its expiry
+            else:
+                df = <Py_ssize_t>(self.vals[s] >> df_shift) + 1
+                self.vals[s] = (<uint64_t>df << df_shift) | p
+            if df == threshold and (k & tag_mask) != tag:
+                added += 1
+            dfs.append(df)
+        while self.hn and self.heap[0].due < p:  # due on a page that was never this table's
+            self._pop()
+        while self.hn and self.heap[0].due == p:
+            k = self.heap[0].key
+            self._pop()
+            self.examined += 1
+            s = self._find(k)
+            if s < 0:
                 continue
-            packed_value = packed
-            df = packed_value >> df_shift
-            last = packed_value & last_mask
-            expires = last + (<Py_ssize_t>life[df] if df < nlife else last_life) + 1
-            if expires <= page:
-                del entries[key]
-                if df >= threshold and (<unsigned long long>key & tag_mask) != tag:
+            value = self.vals[s]
+            df = <Py_ssize_t>(value >> df_shift)
+            expires = (value & last_mask) + <uint64_t>(<Py_ssize_t>life[df] if df < nlife else last_life) + 1
+            if expires <= p:
+                self._delete(s)
+                if df >= threshold and (k & tag_mask) != tag:
                     removed += 1
             else:
-                bucket = wheel.get(expires)
-                if bucket is None:
-                    wheel[expires] = [key]
-                else:
-                    (<list>bucket).append(key)
-    return dfs, added, removed
+                self._push(expires, k)
+        return dfs, added, removed
+
+    def columns(self, int df_shift):
+        """The serialised columns (engine/table.py's format): the keys as u64, then the DFs
+        as u32, then the last pages as u32, little-endian, in insertion order."""
+        cdef Py_ssize_t i, j = 0, n = self.count
+        out = PyBytes_FromStringAndSize(NULL, 16 * n)
+        cdef char *data = out
+        cdef uint64_t *keys = <uint64_t *>data
+        cdef uint32_t *dfs = <uint32_t *>(data + 8 * n)
+        cdef uint32_t *lasts = <uint32_t *>(data + 12 * n)
+        cdef uint64_t value
+        for i in range(self.used):
+            value = self.vals[i]
+            if value:
+                keys[j] = self.keys[i]
+                dfs[j] = <uint32_t>(value >> df_shift)
+                lasts[j] = <uint32_t>value
+                j += 1
+        return out
+
+    @staticmethod
+    def from_columns(const unsigned char[:] data, Py_ssize_t n, list life, int df_shift):
+        """`columns`' bytes (the first 16 * n of `data`) as Entries, each key scheduled at its
+        expiry, as HostTable.from_bytes does. Little-endian hosts only (as the dict loader's
+        arrays assume their native order too)."""
+        if data.shape[0] < 16 * n:
+            raise ValueError("short columns")
+        cdef Entries out = Entries.__new__(Entries)
+        cdef Py_ssize_t i, nlife = len(life), df
+        cdef Py_ssize_t last_life = life[nlife - 1]
+        out._alloc(max(8, n))  # room for these entries alone (a table read to decide a page or two)
+        out.heap = <_Due *>malloc(max(8, n) * sizeof(_Due))
+        if out.heap == NULL:
+            raise MemoryError()
+        out.hcap = max(8, n)
+        cdef const unsigned char *base = &data[0] if n else NULL
+        cdef uint64_t key
+        cdef uint32_t df32, last
+        cdef Py_ssize_t s
+        for i in range(n):  # (memcpy: the columns follow a 76-byte header, unaligned)
+            memcpy(&key, base + 8 * i, 8)
+            memcpy(&df32, base + 8 * n + 4 * i, 4)
+            memcpy(&last, base + 12 * n + 4 * i, 4)
+            if df32 == 0:
+                raise ValueError("an entry with a DF of 0")
+            df = df32
+            s = out._find(key)
+            if s >= 0:  # a key twice: the last value, at the first place (as a dict loads it)
+                out.vals[s] = (<uint64_t>df << df_shift) | last
+            else:
+                out._append(key, (<uint64_t>df << df_shift) | last)
+            out._push(<uint64_t>last + <uint64_t>(<Py_ssize_t>life[df] if df < nlife else last_life) + 1, key)
+        return out
 
 
 # -- template clusters: MinHash signatures, LSH bands, agreement ---------------------------

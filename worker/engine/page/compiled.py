@@ -15,16 +15,16 @@ same steps over lexbor's tree through lexbor's exported functions. It runs only 
 Otherwise the Python walk runs, with the same results. The choice is made once, at first
 use (not at import): `module()` makes it, `status()` says which walk runs and why.
 The walk also hands over the page's distinct segment keys and its main block. The extension
-holds the engine's other compiled loops (the table's per-page update and new keys, the tag
+holds the engine's other compiled loops (the host table's entries, its update and new keys, the tag
 scans of the input guards, the page's segment keys, the clusters' path keys and signatures,
 the page-level features and scores, the pagelets' cut and min-hash keys, the layout detector's content
 region, keys and shares, the ballot's tally, the decision's per-block loops and sections
 beside the main text, the verdict loop, link resolution, the page's title, language and base
 URL, a class and id's hints and layout form, and the parse into pooled lexbor documents that
 page/guards.py `parse_page` uses); they are used exactly when the module is, those
-with a floating-point or subtle result (the features and scores, the pagelets, the layout's region, keys
-and shares, the sections, the links, the title, language and base URL, the hints and layout
-forms, the parse) only after they gave their
+with a floating-point or subtle result (the table's entries, the features and scores, the
+pagelets, the layout's region, keys and shares, the sections, the links, the title, language
+and base URL, the hints and layout forms, the parse) only after they gave their
 Python reference's result on a probe (`checked`, `agreeing`). Only the default path form ("tag") and
 walks that do not need selectolax node objects back (`--html`) are compiled.
 """
