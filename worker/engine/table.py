@@ -27,9 +27,9 @@ The wheel is derived state: it is rebuilt from the entries on load, and deletion
 happen on exactly the same pages either way, so a restored table behaves identically.
 
 Where the compiled extension is in use, the entries and the wheel are its `Entries`
-(page/_walk.pyx): the same entries in the same order in C arrays, the wheel a heap, about 16
-bytes an entry against about 100 in the dict's Python objects, and a table loaded or saved
-with one copy of its columns. `observe_python` and the dicts are the reference (a table made
+(page/_walk.pyx): the same entries in the same order in C arrays, the wheel a heap, 38 to 61
+bytes an entry in memory against 105 to 190 in the dicts' Python objects, and a table loaded
+or saved with one copy of its columns. `observe_python` and the dicts are the reference (a table made
 with `python=True`), and the compiled entries are used only after they gave the reference's
 DFs, counters and bytes on a probe sequence of pages (`entries_kernel`).
 """
