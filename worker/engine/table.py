@@ -392,7 +392,7 @@ def _entries_agree(mod: Any) -> bool:
             fast._entries, fast._wheel = mod.Entries.from_columns(columns, len(slow), fast._life, _DF_SHIFT), None
         if page == 120 and fast.evict_oldest(30) != slow.evict_oldest(30):
             return False
-        if [fast.df(key) for key in vocabulary] != [slow.df(key) for key in vocabulary]:
+        if page % 16 == 0 and [fast.df(key) for key in vocabulary] != [slow.df(key) for key in vocabulary]:
             return False
     counters = ("pages", "template_count", "added_since_event", "removed_since_event")
     return (
