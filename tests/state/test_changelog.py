@@ -9,16 +9,22 @@ and rebuilt.
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
+from detemplate.engine.errors import StateError
 from detemplate.engine.model import RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
 from detemplate.state.changelog import (
+    Delta,
     HostState,
     StateLayout,
+    apply_delta,
+    apply_delta_bytes,
     assemble,
+    decode_delta,
     host_keys,
     host_of,
     host_prefix,
@@ -97,6 +103,34 @@ def test_a_table_of_unique_cells_snapshots_in_parts_and_rebuilds_exactly() -> No
     assert rebuilt is not None and rebuilt.to_bytes() == table.to_bytes()
     # The index entry's size counts the parts.
     assert state.state_bytes >= sum(len(v) for v in store.values())
+
+
+def test_a_host_loaded_from_its_records_is_the_live_one_with_its_entries_in_c_or_in_dicts() -> None:
+    """The deltas since the newest snapshot replayed from their bytes (`load`: the keys read
+    into an array, which the compiled entries read as stored) give the live table, as the
+    decoded deltas replayed on a table on dicts do."""
+    layout = StateLayout(PARAMS, 8)
+    pages = [cells_page(i, 40, seed=3) for i in range(21)]
+    table, store, _ = run_host(pages, layout)
+    rebuilt = layout.load(store)
+    assert rebuilt is not None and rebuilt.pages == 21 and rebuilt.to_bytes() == table.to_bytes()
+    logical = assemble(store)
+    slow = HostTable.from_bytes(logical[layout.snapshot_suffix(16)], PARAMS.table, python=True)
+    for page in range(17, 22):
+        apply_delta(slow, decode_delta(logical[layout.delta_suffix(page)]), PARAMS)
+    assert slow.to_bytes() == table.to_bytes()
+
+
+def test_a_delta_of_the_first_format_is_read_and_replayed() -> None:
+    """Deltas written before clusters (magic DTD1: no cluster, no signature) still load."""
+    keys = (3, 1 << 63, 7)
+    data = struct.pack("<4sQqI", b"DTD1", 1, 42, len(keys)) + struct.pack("<3Q", *keys)
+    assert decode_delta(data) == Delta(1, 42, keys)
+    table = HostTable(PARAMS.table)
+    apply_delta_bytes(table, data, PARAMS)
+    assert (table.pages, table.source_offset, sorted(table.state())) == (1, 42, sorted(keys))
+    with pytest.raises(StateError):
+        apply_delta_bytes(HostTable(PARAMS.table), data[:-1], PARAMS)
 
 
 def test_a_record_written_again_with_fewer_parts_deletes_the_old_ones() -> None:

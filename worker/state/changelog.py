@@ -92,6 +92,15 @@ def encode_delta(
 
 
 def decode_delta(data: bytes) -> Delta:
+    page_no, offset, cluster, start, end = delta_header(data)
+    keys = array("Q")
+    keys.frombytes(data[start:end])
+    return Delta(page_no, offset, tuple(keys), cluster, bytes(data[end:]))
+
+
+def delta_header(data: bytes) -> tuple[int, int, int, int, int]:
+    """A delta's page number, source offset and cluster, and where its keys start and end (its
+    signature follows them); StateError for bytes that are not a delta."""
     if data[:4] == b"DTD1":
         try:
             _, page_no, offset, n = _DELTA_V1.unpack_from(data)
@@ -99,9 +108,7 @@ def decode_delta(data: bytes) -> Delta:
             raise StateError(f"page delta too short ({len(data)} bytes)") from exc
         if len(data) != _DELTA_V1.size + 8 * n:
             raise StateError(f"page delta of {len(data)} bytes does not hold {n} keys")
-        keys = array("Q")
-        keys.frombytes(data[_DELTA_V1.size :])
-        return Delta(page_no, offset, tuple(keys))
+        return page_no, offset, -1, _DELTA_V1.size, len(data)
     try:
         magic, page_no, offset, n, cluster, m = _DELTA.unpack_from(data)
     except struct.error as exc:
@@ -109,9 +116,7 @@ def decode_delta(data: bytes) -> Delta:
     end = _DELTA.size + 8 * n
     if magic != _DELTA_MAGIC or len(data) != end + 4 * m:
         raise StateError(f"not a page delta (magic {magic!r}, {len(data)} bytes for {n} keys)")
-    keys = array("Q")
-    keys.frombytes(data[_DELTA.size : end])
-    return Delta(page_no, offset, tuple(keys), cluster, bytes(data[end:]))
+    return page_no, offset, cluster, _DELTA.size, end
 
 
 # -- keys ---------------------------------------------------------------------------------
@@ -229,10 +234,27 @@ class HostState:
 def apply_delta(table: HostTable, delta: Delta, params: EngineParams, max_table_entries: int = 0) -> None:
     """Replay one page on a table: what `pipeline.decide` did to it, without the HTML, then the
     shells' bound on the table (`HostTable.evict_oldest`)."""
-    if delta.page_no != table.pages + 1:
-        raise StateError(f"delta of page {delta.page_no} does not follow page {table.pages}")
-    replay_page(table, delta.keys, None if delta.cluster < 0 else delta.cluster, delta.signature, params)
-    table.source_offset = delta.source_offset
+    _replay(table, delta.page_no, delta.source_offset, delta.keys, delta.cluster, delta.signature, params,
+            max_table_entries)
+
+
+def apply_delta_bytes(table: HostTable, data: bytes, params: EngineParams, max_table_entries: int = 0) -> None:
+    """`apply_delta` of an encoded delta, its keys read into an array as stored (no int object
+    a key: the table's compiled entries read the array itself)."""
+    page_no, offset, cluster, start, end = delta_header(data)
+    keys = array("Q")
+    keys.frombytes(data[start:end])
+    _replay(table, page_no, offset, keys, cluster, bytes(data[end:]), params, max_table_entries)
+
+
+def _replay(
+    table: HostTable, page_no: int, source_offset: int, keys: Sequence[int], cluster: int, signature: bytes,
+    params: EngineParams, max_table_entries: int,
+) -> None:
+    if page_no != table.pages + 1:
+        raise StateError(f"delta of page {page_no} does not follow page {table.pages}")
+    replay_page(table, keys, None if cluster < 0 else cluster, signature, params)
+    table.source_offset = source_offset
     table.evict_oldest(max_table_entries)
 
 
@@ -333,9 +355,10 @@ class StateLayout:
         return tables
 
     def load(self, records: HostRecords) -> HostTable | None:
-        """The host's newest table from its records, or None when the host has none."""
+        """The host's newest table from its records, or None when the host has none. Every
+        retained delta's header is read (and checked); the keys only of those replayed."""
         logical = assemble(records)
-        deltas = self.deltas(logical)
+        deltas = {delta_header(data)[0]: data for suffix, data in logical.items() if suffix[:1] == b"d"}
         snaps = self.snapshots(logical)
         if not deltas and len(snaps) == 1:
             return None
@@ -345,7 +368,7 @@ class StateLayout:
             if table.pages + 1 in deltas or table.pages >= max(deltas, default=0):
                 page = table.pages + 1
                 while page in deltas:
-                    apply_delta(table, deltas[page], self.params, self.max_table_entries)
+                    apply_delta_bytes(table, deltas[page], self.params, self.max_table_entries)
                     page += 1
                 return table
         raise StateError("no snapshot that the retained deltas continue")

@@ -3514,6 +3514,17 @@ cdef class Entries:
         out of turn may still have one)."""
         return self.hn
 
+    cdef inline Py_ssize_t _see(self, uint64_t k, uint64_t p, int df_shift, Py_ssize_t life1) except -1:
+        """One key of page `p`: its DF now, the page its last; a new key scheduled once, at its expiry."""
+        cdef Py_ssize_t s = self._find(k), df
+        if s < 0:
+            self._insert(k, (1ULL << df_shift) | p)
+            self._push(p + <uint64_t>life1 + 1, k)
+            return 1
+        df = <Py_ssize_t>(self.vals[s] >> df_shift) + 1
+        self.vals[s] = (<uint64_t>df << df_shift) | p
+        return df
+
     def missing(self, keys):
         """HostTable.missing: the keys not held, as a set (the same int objects)."""
         cdef set out = set()
@@ -3528,23 +3539,26 @@ cdef class Entries:
         `page` (the table's page counter after this page), the segment keys that reached
         `threshold` and those at or over it that expired (tagged keys not counted)."""
         cdef list dfs = []
-        cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df, s
+        cdef Py_ssize_t added = 0, removed = 0, nlife = len(life), df, s, i
         cdef uint64_t k, value, last_mask = (1ULL << df_shift) - 1
         cdef uint64_t p = <uint64_t>page, expires
         cdef Py_ssize_t life1 = life[1], last_life = life[nlife - 1]
-        for key in keys:
-            k = PyLong_AsUnsignedLongLong(key)
-            s = self._find(k)
-            if s < 0:
-                df = 1
-                self._insert(k, (1ULL << df_shift) | p)
-                self._push(p + <uint64_t>life1 + 1, k)  # a new key is scheduled once, at its expiry
-            else:
-                df = <Py_ssize_t>(self.vals[s] >> df_shift) + 1
-                self.vals[s] = (<uint64_t>df << df_shift) | p
-            if df == threshold and (k & tag_mask) != tag:
-                added += 1
-            dfs.append(df)
+        cdef array.array packed
+        if isinstance(keys, array.array) and (<array.array>keys).ob_descr.typecode == c'Q':
+            packed = <array.array>keys  # a replayed page's keys, read as they were stored
+            for i in range(len(packed)):
+                k = packed.data.as_ulonglongs[i]
+                df = self._see(k, p, df_shift, life1)
+                if df == threshold and (k & tag_mask) != tag:
+                    added += 1
+                dfs.append(df)
+        else:
+            for key in keys:
+                k = PyLong_AsUnsignedLongLong(key)
+                df = self._see(k, p, df_shift, life1)
+                if df == threshold and (k & tag_mask) != tag:
+                    added += 1
+                dfs.append(df)
         while self.hn and self.heap[0].due < p:  # due on a page that was never this table's
             self._pop()
         while self.hn and self.heap[0].due == p:
