@@ -71,6 +71,12 @@ def read_index(db: Rdict) -> list[IndexEntry]:
     return out
 
 
+def read_clock(db: Rdict) -> int:
+    """A state database's page clock (state/expiry.py Ledger; 0 in a new one)."""
+    clock = db.get(_CLOCK_KEY)
+    return int(clock) if isinstance(clock, bytes) else 0
+
+
 def read_table(db: Rdict, path: Path | str, host: str, params: TableParams) -> HostTable | None:
     """HOST's table in a state database (None: the state has none)."""
     try:
@@ -109,8 +115,7 @@ class ReadOnlyTables:
 
     def clock(self) -> int:
         """The state's page clock (state/expiry.py Ledger)."""
-        clock = self._db.get(_CLOCK_KEY)
-        return int(clock) if isinstance(clock, bytes) else 0
+        return read_clock(self._db)
 
     def index(self) -> list[IndexEntry]:
         """Every host's index entry."""
@@ -155,8 +160,7 @@ class RocksStore:
             raise StateError(f"state at {self.path} has format {fmt!r}, this version reads {_FORMAT!r}")
         self._cache: OrderedDict[str, HostTable] = OrderedDict()
         self._dirty: set[str] = set()
-        clock = self._db.get(_CLOCK_KEY)
-        self.ledger = Ledger(policy or ExpiryPolicy(), int(clock) if isinstance(clock, bytes) else 0)
+        self.ledger = Ledger(policy or ExpiryPolicy(), read_clock(self._db))
         self._clock_written = self.ledger.clock
 
     def get(self, host: str) -> HostTable | None:

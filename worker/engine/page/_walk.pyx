@@ -3472,11 +3472,6 @@ cdef class Entries:
     def __contains__(self, key):
         return self._find(PyLong_AsUnsignedLongLong(key)) >= 0
 
-    def get(self, key, default=None):
-        """The packed value of `key`, or `default`."""
-        cdef Py_ssize_t s = self._find(PyLong_AsUnsignedLongLong(key))
-        return default if s < 0 else PyLong_FromUnsignedLongLong(self.vals[s])
-
     def df(self, key, int df_shift):
         """The DF of `key` (0 where it is not held)."""
         cdef Py_ssize_t s = self._find(PyLong_AsUnsignedLongLong(key))
