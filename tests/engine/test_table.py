@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from detemplate.engine.errors import StateError
+from detemplate.engine.model import Block, Segment
 from detemplate.engine.params import EngineParams, EventParams, TableParams
 from detemplate.engine.pipeline import decide
 from detemplate.engine.table import HostTable
@@ -318,6 +319,11 @@ def test_the_tables_in_use_keep_the_python_ones_bytes(params: TableParams, steps
             assert fast.evict_oldest(step[1]) == slow.evict_oldest(step[1])
         else:
             assert fast.missing(step) == slow.missing(step)
+            # The same keys as a page's blocks (a key twice in a block, and in two blocks).
+            blocks = [Block("/p", [Segment(k, "", k + 1) for k in part], 0) for part in (step[::2], step[:3] * 2)]
+            assert fast.new_chars(blocks) == slow.new_chars(blocks) == [
+                sum(k + 1 for k in part if k in slow.missing(step)) for part in (step[::2], step[:3] * 2)
+            ]
             assert fast.observe(step) == slow.observe_python(step)
         assert fast.to_bytes() == slow.to_bytes()
         assert (fast.template_count, fast.removed_since_event, len(fast)) == (

@@ -957,20 +957,42 @@ def _blocks_in(nodes: list[int], first: int, end: int) -> tuple[int, int]:
 
 
 def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, aside: dict[int, str]) -> list[str]:
-    """Each block's role (see the module's docstring)."""
-    roles = [ROLE_MAIN] * len(template)
+    """Each block's role (see the module's docstring); compiled where the page walk is
+    (page/_walk.pyx `block_roles`)."""
     cues = ballot.cues
     novel = ballot.novel
-    chars = ballot.tally().chars
+    own = warm and cues is not None and novel is not None  # page-specific text told apart
+    args = (
+        template, method, aside, cues.node_of_block if own else None, cues.chars if own else None,  # type: ignore[union-attr]
+        cues.achars if own else None, novel if own else None, ballot.tally().chars,  # type: ignore[union-attr]
+    )
+    kernel = compiled.kernel("block_roles")
+    if kernel is None:
+        return block_roles_python(*args)
+    return kernel(*args, ROLE_MAIN, ROLE_TEMPLATE, ROLE_RELATED, ROLE_OTHER, METHOD_MARKUP, METHOD_PAGELEVEL)  # type: ignore[no-any-return]
+
+
+def block_roles_python(
+    template: list[bool], method: list[str], aside: dict[int, str], node_of_block: list[int] | None,
+    node_chars: list[int] | None, node_achars: list[int] | None, novel: list[int] | None, chars: list[int],
+) -> list[str]:
+    """Each block's role (the reference for page/_walk.pyx `block_roles`): a kept block's is
+    main; a removed one's is its section's where the markup names one (`aside`) and the
+    markup or the model removed it, related or other for page-specific text the model
+    removed (at least half of it new to the host: related where its node's text is mostly
+    links), else template. `node_of_block`, `node_chars`, `node_achars` and `novel` are None
+    where page-specific text is not told apart (a cold page, no block tree or no counts)."""
+    roles = [ROLE_MAIN] * len(template)
     for i, t in enumerate(template):
         if not t:
             continue
         role = ROLE_TEMPLATE
         if i in aside and method[i] in (METHOD_MARKUP, METHOD_PAGELEVEL):
             role = aside[i]
-        elif method[i] == METHOD_PAGELEVEL and warm and cues is not None and novel is not None \
+        elif method[i] == METHOD_PAGELEVEL and node_of_block is not None and novel is not None \
                 and 2 * novel[i] >= chars[i]:  # page-specific text
-            node = cues.node_of_block[i]
-            role = ROLE_RELATED if 2 * cues.achars[node] >= cues.chars[node] else ROLE_OTHER
+            assert node_chars is not None and node_achars is not None
+            node = node_of_block[i]
+            role = ROLE_RELATED if 2 * node_achars[node] >= node_chars[node] else ROLE_OTHER
         roles[i] = role
     return roles

@@ -73,10 +73,13 @@ class PageKeys(NamedTuple):
 
 
 class Combined(NamedTuple):
-    """The combine stage's result: one verdict per block, and the page's kept text."""
+    """The combine stage's result: one verdict per block, the page's kept text, and the hrefs
+    of the kept blocks and of the template blocks (as written, in block order)."""
 
     verdicts: list[BlockVerdict]
     text: str
+    content_hrefs: list[str]
+    template_hrefs: list[str]
 
 
 C = TypeVar("C", bound=Contribution)
@@ -235,32 +238,38 @@ def combine_votes(walked: WalkedPage, ballot: Ballot, params: EngineParams) -> C
              decided.role)
     kernel = compiled.kernel("block_verdicts")
     if kernel is not None:  # the same loops, compiled (page/_walk.pyx block_verdicts, kept_text)
-        verdicts, kept = kernel(*lists, BlockVerdict, TEMPLATE, CONTENT)
+        verdicts, kept, content_hrefs, template_hrefs = kernel(*lists, BlockVerdict, TEMPLATE, CONTENT)
         text = compiled.kernel("kept_text")(walked.blocks, walked.texts, walked.runs, decided.template, kept)
-        return Combined(verdicts, text)
-    verdicts, kept = block_verdicts_python(*lists)
-    return Combined(verdicts, kept_text_python(walked.blocks, walked.texts, walked.runs, decided.template, kept))
+        return Combined(verdicts, text, content_hrefs, template_hrefs)
+    verdicts, kept, content_hrefs, template_hrefs = block_verdicts_python(*lists)
+    text = kept_text_python(walked.blocks, walked.texts, walked.runs, decided.template, kept)
+    return Combined(verdicts, text, content_hrefs, template_hrefs)
 
 
 def block_verdicts_python(
     blocks: list[Block], texts: list[str], chars_of: list[int], tchars_of: list[int], template_of: list[bool],
     method_of: list[str], role_of: list[str],
-) -> tuple[list[BlockVerdict], list[str]]:
-    """One verdict per block, and the kept blocks' texts (the reference for the compiled loop)."""
+) -> tuple[list[BlockVerdict], list[str], list[str], list[str]]:
+    """One verdict per block, the kept blocks' texts, and the hrefs of the kept blocks and of
+    the template blocks, in block order (the reference for the compiled loop)."""
     verdicts: list[BlockVerdict] = []
     kept: list[str] = []
+    kept_links: list[str] = []
+    template_links: list[str] = []
     new_verdict = tuple.__new__  # BlockVerdict(...) without the NamedTuple's Python-level __new__
     for block, text, chars, tchars, template, by, role in zip(
         blocks, texts, chars_of, tchars_of, template_of, method_of, role_of, strict=True
     ):
         if template:
             verdict = TEMPLATE
+            template_links.extend(block[3])
         else:
             verdict = CONTENT
             kept.append(text)
+            kept_links.extend(block[3])
         ratio = tchars / chars if tchars else 0.0
         verdicts.append(new_verdict(BlockVerdict, (block[0], text, chars, tchars, ratio, verdict, by, role)))
-    return verdicts, kept
+    return verdicts, kept, kept_links, template_links
 
 
 def kept_text_python(
@@ -304,7 +313,7 @@ def page_outcome(
     tree = walked.tree
     text_nodes = walked.text_nodes
     html = _strip_template(tree, text_nodes, walked.blocks, verdicts) if text_nodes is not None else None
-    content_links, template_links = split_links(page, tree, walked.blocks, verdicts)
+    content_links, template_links = split_links(page, tree, combined.content_hrefs, combined.template_hrefs)
     clustered = contribution(keys, CLUSTERS)
     cid = None if clustered is None else clustered.assignment.cid
     clean = CleanPage(
@@ -379,14 +388,10 @@ def forget_caches(params: EngineParams) -> None:
 
 
 def split_links(
-    page: RawPage, tree: LexborHTMLParser, blocks: list[Block], verdicts: list[BlockVerdict]
+    page: RawPage, tree: LexborHTMLParser, content: list[str], template: list[str]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The absolute URLs of the links in content blocks and in template blocks."""
-    content: list[str] = []
-    template: list[str] = []
-    for block, v in zip(blocks, verdicts, strict=True):
-        if block.links:
-            (template if v.verdict == TEMPLATE else content).extend(block.links)
+    """The absolute URLs of the links in content blocks and in template blocks, from their
+    hrefs (`Combined`: content_hrefs, template_hrefs)."""
     if not content and not template:
         return (), ()
     base = base_url(tree, page.url)

@@ -39,12 +39,15 @@ from __future__ import annotations
 import struct
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import StateError
 from .keys import TAG, TAG_MASK
 from .page import compiled
 from .params import LIFETIMES, EventParams, TableParams
+
+if TYPE_CHECKING:
+    from .model import Block
 
 # On disk and on the wire (RocksDB values, changelog snapshots):
 #   header  = magic "DTT1", then little-endian fields below
@@ -109,6 +112,13 @@ class HostTable:
         if self._wheel is None:
             return entries.missing(keys)  # type: ignore[no-any-return]  # the compiled Entries'
         return {key for key in keys if key not in entries}
+
+    def new_chars(self, blocks: Sequence[Block]) -> list[int]:
+        """Each block's characters in segments whose key the table does not hold (new to it)."""
+        entries = self._entries
+        if self._wheel is None:
+            return entries.new_chars(blocks)  # type: ignore[no-any-return]  # the compiled Entries'
+        return [sum([seg[2] for seg in block[1] if seg[0] not in entries]) for block in blocks]
 
     def lifetime(self, df: int) -> int:
         life = self._life

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import os
+import random
 import subprocess
 import sys
 import unicodedata
@@ -31,7 +32,7 @@ from detemplate.engine.detectors.pagelevel import (
     page_features,
 )
 from detemplate.engine.errors import BadInputError
-from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict
+from detemplate.engine.model import CONTENT, TEMPLATE, Block, BlockVerdict, Segment
 from detemplate.engine.page import compiled, cues, segment_tree, walk, walk_python
 from detemplate.engine.page.cues import F_COMMENTS, F_IN_COMMENTS, F_IN_OTHER, F_IN_RELATED, F_OTHER, F_RELATED
 from detemplate.engine.page.tree import PageTree, main_block, node_columns, text_stats
@@ -669,8 +670,58 @@ def test_the_layout_and_aside_kernels_refuse_lists_that_do_not_fit() -> None:
                          *decision._ASIDE_CONSTANTS)
 
 
+@needs_fast
+def test_the_compiled_roles_are_the_reference_s() -> None:
+    """Every branch of a removed block's role: kept, its section named by the markup (removed
+    by the markup, the model, or the table, which leaves it template), page-specific text the
+    model removed (related where its node is mostly links, other where not, template where
+    under half of it is new), and pages where page-specific text is not told apart."""
+    mod = compiled.module()
+    rng = random.Random(7)
+    methods = ("table", "pagelet", "pagelevel", "markup", "cold")
+    seen: set[str] = set()
+    for _ in range(300):
+        n = rng.randint(0, 12)
+        nodes = sorted(rng.sample(range(30), n))
+        node_chars = [rng.randint(0, 40) for _ in range(30)]
+        node_achars = [rng.randint(0, c) for c in node_chars]
+        chars = [rng.randint(0, 40) for _ in range(n)]
+        novel = [rng.randint(0, c) for c in chars]
+        template = [rng.random() < 0.7 for _ in range(n)]
+        method = [rng.choice(methods) for _ in range(n)]
+        aside = {i: rng.choice(("comments", "related")) for i in range(n) if rng.random() < 0.3}
+        own = rng.random() < 0.8
+        args = (template, method, aside, nodes if own else None, node_chars if own else None,
+                node_achars if own else None, novel if own else None, chars)
+        expected = decision.block_roles_python(*args)
+        assert mod.block_roles(*args, *_ROLE_LABELS) == expected
+        seen.update(expected)
+    assert seen == {"main", "template", "comments", "related", "other"}  # every branch taken
+    with pytest.raises(ValueError):
+        mod.block_roles([True], [], {}, None, None, None, None, [1], *_ROLE_LABELS)
+
+
+_ROLE_LABELS = (decision.ROLE_MAIN, decision.ROLE_TEMPLATE, decision.ROLE_RELATED, decision.ROLE_OTHER,
+                "markup", "pagelevel")
+
+
+def test_the_verdicts_split_the_hrefs_by_verdict() -> None:
+    """The hrefs of the kept blocks and of the removed ones, each in block order, as written."""
+    blocks = [
+        Block("/a", [Segment(1, "x", 1)], 0, ("/1", "/2")), Block("/b", [Segment(2, "y", 1)], 1, ()),
+        Block("/c", [Segment(3, "z", 1)], 2, ("/3", "/1")), Block("/d", [Segment(4, "w", 1)], 3, ("#t",)),
+    ]
+    lists = (blocks, ["x", "y", "z", "w"], [1] * 4, [0] * 4, [True, False, False, True], ["table"] * 4, ["main"] * 4)
+    expected = block_verdicts_python(*lists)
+    assert expected[2:] == (["/3", "/1"], ["/1", "/2", "#t"])
+    kernel = compiled.kernel("block_verdicts")
+    if kernel is not None:
+        assert kernel(*lists, BlockVerdict, TEMPLATE, CONTENT) == expected
+
+
 def test_the_tally_and_the_verdicts_are_compiled_when_the_walk_is() -> None:
-    for name in ("tally", "block_verdicts", "Entries", "path_keys", "block_decisions", "segment_keys", "text_level"):
+    for name in ("tally", "block_verdicts", "block_roles", "Entries", "path_keys", "block_decisions", "segment_keys",
+                 "text_level"):
         assert (compiled.kernel(name) is not None) == (compiled.module() is not None)
     # A table's entries are the extension's where it is in use (and agreed with the dicts).
     assert isinstance(HostTable(TableParams())._entries, dict) == (compiled.module() is None)

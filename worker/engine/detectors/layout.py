@@ -40,7 +40,7 @@ from ..page import compiled, walk
 from ..page.tree import PageTree
 from ..params import EngineParams, SegmentParams
 from ..table import HostTable
-from .base import Ballot, SegmentKeys, WalkedPage, count_chars
+from .base import Ballot, SegmentKeys, WalkedPage
 
 _NEW_TEXT_SALT = 0x5BD1E9955BD1E995  # the "new text at this path" key of a layout key
 _CONTAINER_SALT = 0x27D4EB2F165667C5  # the "enclosed the content region" key of a container key
@@ -173,8 +173,7 @@ class Layout:
         if not table.pages:  # a host's first page: all its text is new, and nothing counts
             novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
             return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
-        new_keys = table.missing(segments.keys)
-        novel = count_chars(page.blocks, new_keys)[1] if new_keys else [0] * len(paths)
+        novel = table.new_chars(page.blocks)
         region = content_region(cues, novel, params.region.share)
         kernel = layout_kernel()
         if kernel is None:

@@ -2302,9 +2302,11 @@ def kept_text(list blocks, list texts, list runs, list template, list kept):
 def block_verdicts(list blocks, list texts, list chars, list tchars, list template, list method, list role,
                    verdict_type, str template_label, str content_label):
     """engine/pipeline.py `block_verdicts_python`: a BlockVerdict(path, text, chars, template
-    chars, ratio, verdict, method, role) a block, and the texts of those kept."""
+    chars, ratio, verdict, method, role) a block, the texts of those kept, and the hrefs of
+    the kept blocks and of the others, each in block order."""
     cdef Py_ssize_t n = len(blocks), i
-    cdef list verdicts = [], kept = []
+    cdef list verdicts = [], kept = [], kept_links = [], template_links = []
+    cdef tuple block
     if len(texts) != n or len(chars) != n or len(tchars) != n or len(template) != n or len(method) != n \
             or len(role) != n:
         raise ValueError("block_verdicts: the lists differ in length")
@@ -2312,13 +2314,19 @@ def block_verdicts(list blocks, list texts, list chars, list tchars, list templa
         text = texts[i]
         c = chars[i]
         t = tchars[i]
+        block = <tuple>blocks[i]
+        links = block[3]
         if template[i]:
             verdict = template_label
+            if links:
+                template_links.extend(links)
         else:
             verdict = content_label
             kept.append(text)
+            if links:
+                kept_links.extend(links)
         v = PyType_GenericAlloc(verdict_type, 8)
-        _put(v, 0, (<tuple>blocks[i])[0])
+        _put(v, 0, block[0])
         _put(v, 1, text)
         _put(v, 2, c)
         _put(v, 3, t)
@@ -2329,7 +2337,7 @@ def block_verdicts(list blocks, list texts, list chars, list tchars, list templa
         _put(v, 6, method[i])
         _put(v, 7, role[i])
         verdicts.append(v)
-    return verdicts, kept
+    return verdicts, kept, kept_links, template_links
 
 
 # -- the layout detector's content region -------------------------------------------------------
@@ -2768,6 +2776,32 @@ def text_level(scores, list chars, double quantile):
     finally:
         free(items)
     return level
+
+
+def block_roles(list template, list method, dict aside, list node_of_block, list node_chars, list node_achars,
+                list novel, list chars, str main, str template_role, str related, str other, str by_markup,
+                str by_pagelevel):
+    """engine/decision.py `block_roles_python`: each block's role. `node_of_block`,
+    `node_chars`, `node_achars` and `novel` are None where the page-specific text is not
+    told apart (a cold page, no block tree or no new-text counts)."""
+    cdef Py_ssize_t n = len(template), i, node
+    cdef list roles = [main] * n
+    cdef bint own = node_of_block is not None and novel is not None
+    if len(method) != n or (own and (len(node_of_block) != n or len(novel) != n or len(chars) != n)):
+        raise ValueError("block_roles: the lists differ in length")
+    for i in range(n):
+        if not template[i]:
+            continue
+        role = template_role
+        by = method[i]
+        found = aside.get(i) if aside else None
+        if found is not None and (by == by_markup or by == by_pagelevel):
+            role = found
+        elif own and by == by_pagelevel and 2 * <Py_ssize_t>novel[i] >= <Py_ssize_t>chars[i]:
+            node = node_of_block[i]
+            role = related if 2 * <Py_ssize_t>node_achars[node] >= <Py_ssize_t>node_chars[node] else other
+        roles[i] = role
+    return roles
 
 
 def block_decisions(list chars, list tchars, bytearray outright, list nodes, list node_chars, list node_achars,
@@ -3526,6 +3560,18 @@ cdef class Entries:
         for key in keys:
             if self._find(PyLong_AsUnsignedLongLong(key)) < 0:
                 out.add(key)
+        return out
+
+    def new_chars(self, list blocks):
+        """HostTable.new_chars: each block's characters in segments whose key is not held."""
+        cdef list out = PyList_New(len(blocks))
+        cdef Py_ssize_t i, n
+        for i in range(len(blocks)):
+            n = 0
+            for seg in <list>(<tuple>blocks[i])[1]:
+                if self._find(PyLong_AsUnsignedLongLong((<tuple>seg)[0])) < 0:
+                    n += <Py_ssize_t>(<tuple>seg)[2]
+            _put_item(out, i, n)
         return out
 
     def observe(self, list life, Py_ssize_t page, keys, Py_ssize_t threshold, int df_shift,
