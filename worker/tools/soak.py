@@ -587,9 +587,10 @@ def _main(args: argparse.Namespace) -> int:
           f"({summary['compacted_mb']['last']} MB, {extra['changelog_keys']:,} keys: at most "
           f"{2 * args.snapshot_every + 2} a host).")
     print(f"  RocksDB after the worker stopped (memtables flushed): {extra['rocksdb_mb_after_stop']} MB. "
-          "Until a partition's memtable reaches Faust's write_buffer_size (64 MB; up to 3 of them), what it "
-          "holds is in memory and in the write-ahead log, and both grow with the bytes written; then it is "
-          "flushed to SST files, which compaction keeps near the compacted size.")
+          f"Until a partition's memtable reaches its write buffer (DETEMPLATE_ROCKSDB_WRITE_BUFFER_MB, "
+          f"{settings.rocksdb_write_buffer_mb} MB; up to 3 of them), what it holds is in memory and in the "
+          "write-ahead log, and both grow with the bytes written; then it is flushed to SST files, which "
+          "compaction keeps near the compacted size.")
     if not args.no_plot:
         try:
             title = (f"detemplate bench-soak: {args.pages:,} pages, {args.hosts:,} hosts "
