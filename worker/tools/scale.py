@@ -427,10 +427,10 @@ def _metrics(log: Path) -> dict[str, float]:
 class Measured:
     """Per-page and per-record costs measured on this machine (docs/scale.md, docs/stream.md)."""
 
-    # bench-stream on ../shared/crawl (real documentation sites), the worker's CPU a page: 1.58 and
-    # 1.61 ms in make bench's two runs of November 29th (2.00-2.17 on November 28th's slower
-    # machine, 3.97 on November 24th's engine); the plan's headroom covers the slower machine.
-    worker_cpu_ms_per_page: float = 1.61
+    # bench-stream on ../shared/crawl (real documentation sites), the worker's CPU a page: 1.27-1.38
+    # ms in make bench's four runs of November 30th, the slowest taken (1.58-1.61 on November
+    # 29th, 2.00-2.17 on November 28th's slower machine, 3.97 on November 24th's engine).
+    worker_cpu_ms_per_page: float = 1.38
     delta_bytes: float = 1048.0  # the same runs: a delta record, key and value (its value 1,008 on average)
     snapshot_bytes: float = 20_000.0  # a host's table serialised (9-56 KB measured on the corpora's sites)
     index_bytes: float = 100.0  # a host's index entry, key and value
