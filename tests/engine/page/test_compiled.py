@@ -131,11 +131,12 @@ def assert_same(html: str, params: SegmentParams = PARAMS) -> None:
         # The clusters' path keys, and the table's new keys (every other segment key held).
         assert mod.path_keys(blocks, xxh3_64_intdigest) == {clusters.path_key(block.path) for block in blocks}
         held = sorted({seg.key for block in blocks for seg in block.segments[1::2]})
-        keys = [seg.key for block in blocks for seg in block.segments]
         table = HostTable(TableParams())
         table.observe(held)
         assert isinstance(table._entries, mod.Entries)
-        assert table.missing(keys) == {key for key in keys if key not in set(held)}
+        assert table.new_chars(blocks) == [
+            sum(seg.length for seg in block.segments if seg.key not in set(held)) for block in blocks
+        ]
         # The compiled pagelet cut and min-hash keys.
         assert pagelets.pagelet_kernels() is not None
         for pagelet_params in PAGELET_PARAMS:

@@ -3554,14 +3554,6 @@ cdef class Entries:
         self.vals[s] = (<uint64_t>df << df_shift) | p
         return df
 
-    def missing(self, keys):
-        """HostTable.missing: the keys not held, as a set (the same int objects)."""
-        cdef set out = set()
-        for key in keys:
-            if self._find(PyLong_AsUnsignedLongLong(key)) < 0:
-                out.add(key)
-        return out
-
     def new_chars(self, list blocks):
         """HostTable.new_chars: each block's characters in segments whose key is not held."""
         cdef list out = PyList_New(len(blocks))

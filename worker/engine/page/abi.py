@@ -5,4 +5,4 @@ exports as `ABI`), and compiled.py uses the extension only when the two agree: b
 every change of _walk.pyx's Python interface, and a stale build is refused, not misused.
 """
 
-ABI = 47
+ABI = 48
