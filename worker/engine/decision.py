@@ -961,11 +961,12 @@ def _roles(ballot: Ballot, template: list[bool], method: list[str], warm: bool, 
     (page/_walk.pyx `block_roles`)."""
     cues = ballot.cues
     novel = ballot.novel
-    own = warm and cues is not None and novel is not None  # page-specific text told apart
-    args = (
-        template, method, aside, cues.node_of_block if own else None, cues.chars if own else None,  # type: ignore[union-attr]
-        cues.achars if own else None, novel if own else None, ballot.tally().chars,  # type: ignore[union-attr]
-    )
+    chars = ballot.tally().chars
+    args: tuple[Any, ...]
+    if warm and cues is not None and novel is not None:  # page-specific text told apart
+        args = (template, method, aside, cues.node_of_block, cues.chars, cues.achars, novel, chars)
+    else:
+        args = (template, method, aside, None, None, None, None, chars)
     kernel = compiled.kernel("block_roles")
     if kernel is None:
         return block_roles_python(*args)

@@ -27,8 +27,9 @@ The wheel is derived state: it is rebuilt from the entries on load, and deletion
 happen on exactly the same pages either way, so a restored table behaves identically.
 
 Where the compiled extension is in use, the entries and the wheel are its `Entries`
-(page/_walk.pyx): the same entries in the same order in C arrays, the wheel a heap, 38 to 61
-bytes an entry in memory against 105 to 190 in the dicts' Python objects, and a table loaded
+(page/_walk.pyx): the same entries in the same order in C arrays, the wheel a heap, about 40
+to 70 bytes an entry in memory against 105 to 205 in the dicts' Python objects (measured:
+docs/measurements.md, "A host table's entries in C" and "Soak"), and a table loaded
 or saved with one copy of its columns. `observe_python` and the dicts are the reference (a table made
 with `python=True`), and the compiled entries are used only after they gave the reference's
 DFs, counters and bytes on a probe sequence of pages (`entries_kernel`).
@@ -369,8 +370,8 @@ def _checked_entries(mod: Any) -> Any:
 
 def _entries_agree(mod: Any) -> bool:
     """Pages of a drifting vocabulary (segment keys, tagged keys, keys over 2^63) through a
-    table on dicts and one on `mod.Entries`: the same DFs, counters, misses, bytes saved and
-    loaded again, bound by `evict_oldest`, and new characters of blocks of those keys."""
+    table on dicts and one on `mod.Entries`: the same DFs, counters, new characters of blocks
+    of those keys, bytes saved and loaded again, and bound by `evict_oldest`."""
     import random
 
     rng = random.Random(20261130)

@@ -170,10 +170,9 @@ class Layout:
             return None
         layout = cues.layout
         paths = [layout[node] for node in cues.node_of_block]
-        if not table.pages:  # a host's first page: all its text is new, and nothing counts
-            novel = [sum([seg[2] for seg in block[1]]) for block in page.blocks]
-            return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
         novel = table.new_chars(page.blocks)
+        if not table.pages:  # a host's first page: all its text is new (the table is empty), and nothing counts
+            return LayoutPage([], paths, novel, {}, {}, [content_region(cues, novel, params.region.share)], [], 0, None)
         region = content_region(cues, novel, params.region.share)
         kernel = layout_kernel()
         if kernel is None:

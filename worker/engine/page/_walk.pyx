@@ -3330,10 +3330,10 @@ def nesting_estimate(str html, frozenset not_nesting):
 
 # -- the segment table's entries, in C ---------------------------------------------------------
 # engine/table.py's reference keeps a host's entries in a dict (key -> (df << 32) | last page)
-# and its timing wheel in a dict of lists: 105 to 190 bytes an entry in Python objects, and a
+# and its timing wheel in a dict of lists: 105 to 205 bytes an entry in Python objects, and a
 # Python step an entry to load or save a table. `Entries` holds the same entries in two C arrays,
 # in the dict's order (insertion order; a key deleted and seen again goes to the end), with an
-# open-addressing index over them, and the wheel as a heap of (due page, key): 38 to 61 bytes an
+# open-addressing index over them, and the wheel as a heap of (due page, key): about 40 to 70 bytes an
 # entry, a table loaded and saved with one copy of its columns. Its `observe` is HostTable.observe_python's steps; the
 # order in which a page's due keys are looked at differs from the wheel's lists, which changes
 # nothing (each is kept or dropped on its own entry; the counters are sums).
