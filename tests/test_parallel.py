@@ -166,6 +166,54 @@ def test_wet_has_one_warcinfo_and_the_bytes_of_one_job(crawl: Path, tmp_path: Pa
     assert len(summary.hosts) == HOSTS
 
 
+def _job_file(path: Path, writes: Iterable[tuple[int, bytes] | tuple[int, bytes, str]]) -> Path:
+    """A job's temporary file as a job writes it: each (seq, bytes) at its item, and each
+    (seq, bytes, "sweep") as a sweep's event after that item's own records."""
+    with open(path, "wb") as fh:
+        sink = parallel._RecordSink(fh)
+        for seq, data, *sweep in writes:
+            if sweep:
+                sink.sweep_at(seq)
+                sink.write(data)
+                sink.sweep_at(None)
+            else:
+                sink.at(seq)
+                sink.write(data)
+    return path
+
+
+def test_the_merge_orders_records_by_place_then_a_sweeps_by_bytes(tmp_path: Path) -> None:
+    """The parent's merge of the jobs' files (mapped, not read): records by their item, several
+    of one item in the order written, a sweep's events from every job after the item's own,
+    ordered by their bytes as one job writes them (each job's in that order already); a job with
+    no record adds nothing."""
+    a = _job_file(tmp_path / "a", [(0, b"a0\n"), (0, b"a0+\n"), (3, b"a3\n"), (3, b"sweep host-a\n", "sweep"),
+                                   (3, b"sweep host-c\n", "sweep"), (5, b"a5\n")])
+    b = _job_file(tmp_path / "b", [(1, b"b1\n"), (3, b"sweep host-b\n", "sweep"), (4, b"b4\n")])
+    empty = _job_file(tmp_path / "empty", [])
+    out = io.BytesIO()
+    parallel._merge([a, empty, b], out)
+    assert out.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\nb4\na5\n"
+
+
+def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -> None:
+    """A write that fails during the merge (a full disk) is the error the run sees, even where
+    the failed write's bytes are still held (its frame, in the traceback) when the merge lets
+    go of the jobs' mapped files."""
+    a = _job_file(tmp_path / "a", [(n, b"x" * 100) for n in range(0, 20, 2)])
+    b = _job_file(tmp_path / "b", [(n, b"y" * 100) for n in range(1, 20, 2)])
+
+    class FullDisk(io.BytesIO):
+        def write(self, data: Any) -> int:
+            if len(self.getvalue()) >= 500:
+                raise OSError(28, "No space left on device")
+            return super().write(data)
+
+    with pytest.raises(OSError, match="No space left") as caught:
+        parallel._merge([a, b], FullDisk())
+    assert caught.value.__context__ is None
+
+
 def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     run([crawl], out, "--jobs", "3")

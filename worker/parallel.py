@@ -47,6 +47,7 @@ import gc
 import heapq
 import io
 import logging
+import mmap
 import multiprocessing
 import os
 import pickle
@@ -277,22 +278,69 @@ class _Placement:
         return self.total
 
 
-def _records(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """The records of a worker's file, in the order written (seq order)."""
-    with open(path, "rb", buffering=1 << 20) as fh:
-        while head := fh.read(_RECORD.size):
-            seq, index, size = _RECORD.unpack(head)
-            yield seq, index, fh.read(size)
+class _Chunk:
+    """A record's bytes in its job's mapped file, compared by those bytes: the merge orders
+    the records of one position (a sweep's events, from any job) by them, as one job writes
+    them (`_RecordSink.sweep_at`). Only records at the same position are ever compared."""
+
+    __slots__ = ("end", "start", "view")
+
+    def __init__(self, view: memoryview, start: int, end: int) -> None:
+        self.view, self.start, self.end = view, start, end
+
+    def data(self) -> memoryview:
+        return self.view[self.start : self.end]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Chunk) and self.data() == other.data()
+
+    def __lt__(self, other: _Chunk) -> bool:
+        return bytes(self.data()) < bytes(other.data())
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never hashed
+
+
+def _records(view: memoryview) -> Iterator[tuple[int, int, _Chunk]]:
+    """The records of a job's file (`view`: its bytes), in the order written (seq order)."""
+    unpack, head = _RECORD.unpack_from, _RECORD.size
+    at, size = 0, len(view)
+    while at < size:
+        seq, index, length = unpack(view, at)
+        at += head
+        yield seq, index, _Chunk(view, at, at + length)
+        at += length
 
 
 def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
-    """The workers' records in input order: into `out`, or as Parquet rows into `writer`."""
-    for _seq, _index, chunk in heapq.merge(*(_records(p) for p in paths)):
-        if isinstance(writer, ParquetWriter):
-            row, size = pickle.loads(chunk)  # our own job's bytes, written by _ParquetRows
-            writer._add(row, size)
-        else:
-            out.write(chunk)
+    """The workers' records in input order: into `out`, or as Parquet rows into `writer`.
+
+    Each file is mapped, not read: a record goes from the file's pages straight into
+    `out.write` (one copy, where reading copied it twice more; the merge of the crawl's
+    100 MB output took 0.05-0.06 s instead of 0.07-0.10, docs/parallel.md)."""
+    maps: list[mmap.mmap] = []
+    views: list[memoryview] = []
+    try:
+        for path in paths:
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size == 0:  # (mmap refuses an empty file)
+                    continue
+                maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+            views.append(memoryview(maps[-1]))
+        parquet = writer if isinstance(writer, ParquetWriter) else None
+        for _seq, _index, chunk in heapq.merge(*map(_records, views)):
+            if parquet is not None:
+                row, size = pickle.loads(chunk.data())  # our own job's bytes, written by _ParquetRows
+                parquet._add(row, size)
+            else:
+                out.write(chunk.data())
+    finally:
+        for view in views:
+            view.release()
+        for mapped in maps:
+            # A record's bytes that an error's traceback still holds (a writer's frame) keep
+            # their map open: it closes when they go, and the error is the one raised.
+            with contextlib.suppress(BufferError):
+                mapped.close()
 
 
 class _ParquetRows(ParquetWriter):
