@@ -98,6 +98,12 @@ _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and e
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
 _BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
 _BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many characters
+# A job's first batches are smaller: its first holds _FIRST_BATCH_ITEMS items (or
+# _BATCH_CHARS >> _FIRST_BATCH_SHIFT characters), each next one twice its last, up to the
+# sizes above, so that a job starts deciding as soon as the parent has read a few of its
+# pages rather than a whole batch of them (docs/parallel.md, "A job's first pages sooner").
+_FIRST_BATCH_ITEMS = 2
+_FIRST_BATCH_SHIFT = 4
 # Batches waiting for a job at most: how far the parent reads ahead of a job (about 64 MB of
 # HTML), so that a long run of one job's hosts in the input does not leave the others idle.
 _QUEUE_BATCHES = 64
@@ -757,6 +763,8 @@ class Jobs:
         spec = self.spec
         batches: list[Batch] = [[] for _ in range(spec.jobs)]
         chars = [0] * spec.jobs
+        max_items = [_FIRST_BATCH_ITEMS] * spec.jobs  # each job's next batch: its items...
+        max_chars = [_BATCH_CHARS >> _FIRST_BATCH_SHIFT] * spec.jobs  # ...or characters, at most
         seq = -1  # (no items: the input's records are 0)
         for seq, item in enumerate(iter_inputs(spec.inputs, spec.params.segment.max_page_bytes, undecoded=True)):
             owner = _owner(item, spec.jobs)
@@ -765,10 +773,12 @@ class Jobs:
                 chars[owner] += len(item.line)
             elif isinstance(item, RawPage):
                 chars[owner] += len(item.html)
-            if len(batches[owner]) >= _BATCH_ITEMS or chars[owner] >= _BATCH_CHARS:
+            if len(batches[owner]) >= max_items[owner] or chars[owner] >= max_chars[owner]:
                 self._put(owner, batches[owner])
                 batches[owner] = []
                 chars[owner] = 0
+                max_items[owner] = min(2 * max_items[owner], _BATCH_ITEMS)
+                max_chars[owner] = min(2 * max_chars[owner], _BATCH_CHARS)
         records = seq + 1
         for owner, batch in enumerate(batches):
             if batch:
