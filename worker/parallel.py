@@ -101,7 +101,7 @@ _BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many charact
 # A job's first batches are smaller: its first holds _FIRST_BATCH_ITEMS items (or
 # _BATCH_CHARS >> _FIRST_BATCH_SHIFT characters), each next one twice its last, up to the
 # sizes above, so that a job starts deciding as soon as the parent has read a few of its
-# pages rather than a whole batch of them (docs/parallel.md, "A job's first pages sooner").
+# pages rather than a whole batch of them (docs/parallel.md, "The merge mapped, a job's first pages sooner").
 _FIRST_BATCH_ITEMS = 2
 _FIRST_BATCH_SHIFT = 4
 # Batches waiting for a job at most: how far the parent reads ahead of a job (about 64 MB of
@@ -322,7 +322,7 @@ def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) 
 
     Each file is mapped, not read: a record goes from the file's pages straight into
     `out.write` (one copy, where reading copied it twice more; the merge of the crawl's
-    100 MB output took 0.05-0.06 s instead of 0.07-0.10, docs/parallel.md)."""
+    100 MB output took 0.05-0.06 s instead of 0.07-0.08, docs/parallel.md)."""
     maps: list[mmap.mmap] = []
     views: list[memoryview] = []
     try:
