@@ -214,6 +214,31 @@ def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -
     assert caught.value.__context__ is None
 
 
+def test_a_job_reads_its_queue_as_multiprocessing_does() -> None:
+    """A job's read of its queue (`parallel._get`, straight into one reused buffer): every
+    message as `Queue.get` gives it, in order, small and larger than the buffer or the pipe,
+    the queue's bound released for each; the pipe's end an EOFError, as `Queue.get` raises."""
+    import multiprocessing
+
+    queue = multiprocessing.get_context("fork").Queue(2)
+    big = bytes(range(256)) * (12 << 10)  # 3 MB: past the 1 MB buffer and many pipe reads
+    messages: list[Any] = [[(0, b"x")], 7, [(1, big), (2, "caf\u00e9")], [(3, big[::-1])], 4906]
+    got: list[Any] = []
+    # put waits on the bound of 2, which each read releases: a read that did not would leave both waiting
+    feeder = threading.Thread(target=lambda: [queue.put(m) for m in messages], daemon=True)
+    reader = threading.Thread(target=lambda: got.extend(parallel._get(queue) for _ in messages), daemon=True)
+    feeder.start()
+    reader.start()
+    reader.join(DEADLINE_SECONDS)
+    feeder.join(DEADLINE_SECONDS)
+    assert got == messages
+    assert not feeder.is_alive()
+    ended = multiprocessing.get_context("fork").Queue(2)
+    ended._writer.close()  # type: ignore[attr-defined]  # the pipe's writing end gone, as when the parent dies
+    with pytest.raises(EOFError):
+        parallel._get(ended)
+
+
 def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     run([crawl], out, "--jobs", "3")

@@ -461,9 +461,57 @@ def _take(queue: Queue[Message]) -> Message:
     """The parent's next message to this job (a batch; an int: no more, the input's records),
     its wait counted."""
     started = time.perf_counter()
-    message = queue.get()
+    message = _get(queue)
     _waited[0] += time.perf_counter() - started
     return message
+
+
+_SIZE = struct.Struct("!i")  # a multiprocessing message's length (Connection's header)...
+_LONG_SIZE = struct.Struct("!Q")  # ...after a -1 where it is 2 GB or more
+_inbox = [bytearray(1 << 20)]  # the job's receive buffer (a job a process), grown to its largest message
+
+
+def _get(queue: Queue[Message]) -> Message:
+    """`queue.get()`, with the message read straight into one reused buffer.
+
+    multiprocessing reads a message a pipe's worth (64 KB) at a time, each read into a new
+    object the size of what is left of the message, then joins the pieces and copies the
+    whole once more before unpickling it: a job copied its share of the input four or five
+    times over (perf: 0.33 s of copying in the two jobs on the crawl, against 0.23 s in all
+    of `--jobs 1`). Here the pipe is read into the buffer and the message unpickled from
+    it. The same protocol as `Queue.get`: the queue's reader lock held while reading, its
+    semaphore released after (the parent's `put` waits on it), EOFError at the pipe's end.
+    Elsewhere than Unix, or for a queue without those parts, `queue.get()`."""
+    reader, lock, sem = (getattr(queue, name, None) for name in ("_reader", "_rlock", "_sem"))
+    if reader is None or lock is None or sem is None or not hasattr(os, "readv"):
+        return queue.get()
+    with lock:
+        fd = reader.fileno()
+        (size,) = _SIZE.unpack(_read(fd, _SIZE.size))
+        if size == -1:
+            (size,) = _LONG_SIZE.unpack(_read(fd, _LONG_SIZE.size))
+        message = _read(fd, size)
+    sem.release()
+    with message:
+        return pickle.loads(message)  # type: ignore[no-any-return]  # what the parent put
+
+
+def _read(fd: int, size: int) -> memoryview:
+    """The next `size` bytes of the pipe `fd`, in the job's buffer (valid until the next read)."""
+    if len(_inbox[0]) < size:
+        _inbox[0] = bytearray(size)
+    view = memoryview(_inbox[0])[:size]
+    at = 0
+    while at < size:
+        with view[at:] as rest:
+            n = os.readv(fd, [rest])
+        if n == 0:
+            view.release()
+            if at == 0:
+                raise EOFError
+            raise OSError("got end of file during message")
+        at += n
+    return view
 
 
 def _own_items(
