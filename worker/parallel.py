@@ -468,7 +468,7 @@ def _take(queue: Queue[Message]) -> Message:
 
 _SIZE = struct.Struct("!i")  # a multiprocessing message's length (Connection's header)...
 _LONG_SIZE = struct.Struct("!Q")  # ...after a -1 where it is 2 GB or more
-_inbox = [bytearray(1 << 20)]  # the job's receive buffer (a job a process), grown to its largest message
+_inbox = [bytearray()]  # a job's receive buffer (a job a process): made at its first message, grown to its largest
 
 
 def _get(queue: Queue[Message]) -> Message:
@@ -499,7 +499,7 @@ def _get(queue: Queue[Message]) -> Message:
 def _read(fd: int, size: int) -> memoryview:
     """The next `size` bytes of the pipe `fd`, in the job's buffer (valid until the next read)."""
     if len(_inbox[0]) < size:
-        _inbox[0] = bytearray(size)
+        _inbox[0] = bytearray(max(size, 1 << 20))
     view = memoryview(_inbox[0])[:size]
     at = 0
     while at < size:
