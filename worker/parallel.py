@@ -331,6 +331,8 @@ def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) 
                 if os.fstat(fh.fileno()).st_size == 0:  # (mmap refuses an empty file)
                     continue
                 maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
+            if hasattr(mmap, "MADV_SEQUENTIAL"):  # read once, front to back: read ahead, drop behind
+                maps[-1].madvise(mmap.MADV_SEQUENTIAL)
             views.append(memoryview(maps[-1]))
         parquet = writer if isinstance(writer, ParquetWriter) else None
         for _seq, _index, chunk in heapq.merge(*map(_records, views)):
