@@ -92,10 +92,16 @@ def encode_delta(
 
 
 def decode_delta(data: bytes) -> Delta:
+    page_no, offset, cluster, keys, signature = _delta_parts(data)
+    return Delta(page_no, offset, tuple(keys), cluster, signature)
+
+
+def _delta_parts(data: bytes) -> tuple[int, int, int, array[int], bytes]:
+    """A delta's page number, source offset, cluster, keys (an array, as stored) and signature."""
     page_no, offset, cluster, start, end = delta_header(data)
     keys = array("Q")
     keys.frombytes(data[start:end])
-    return Delta(page_no, offset, tuple(keys), cluster, bytes(data[end:]))
+    return page_no, offset, cluster, keys, bytes(data[end:])
 
 
 def delta_header(data: bytes) -> tuple[int, int, int, int, int]:
@@ -241,10 +247,8 @@ def apply_delta(table: HostTable, delta: Delta, params: EngineParams, max_table_
 def apply_delta_bytes(table: HostTable, data: bytes, params: EngineParams, max_table_entries: int = 0) -> None:
     """`apply_delta` of an encoded delta, its keys read into an array as stored (no int object
     a key: the table's compiled entries read the array itself)."""
-    page_no, offset, cluster, start, end = delta_header(data)
-    keys = array("Q")
-    keys.frombytes(data[start:end])
-    _replay(table, page_no, offset, keys, cluster, bytes(data[end:]), params, max_table_entries)
+    page_no, offset, cluster, keys, signature = _delta_parts(data)
+    _replay(table, page_no, offset, keys, cluster, signature, params, max_table_entries)
 
 
 def _replay(
