@@ -71,6 +71,7 @@ from . import heap
 from .commits import Position, Progress, SafeCommitTransport
 from .inbox import Batch, Inbox
 from .metrics import Metrics
+from .outbox import Outbox
 from .outputs import RECORD_OVERHEAD_BYTES, OutputLimits, fit_clean, fit_dead, fit_event, output_key
 from .store import CheckedRocksDBStore, is_corruption, store_url
 
@@ -220,6 +221,9 @@ class StreamWorker:
         self._persisted: dict[TP, int] = {}  # changelog offsets acknowledged, not yet given to the store
         self._engine_cpu = 0.0  # the engine's CPU in the page under way, not counted yet (see handle)
         self._partitions: dict[tuple[str, bytes], int] = {}  # (output topic, key) -> partition
+        # Every record the worker sends, a record batch a topic partition, handed to the producer
+        # after each fetch's pages (detemplate.stream.outbox; `_hand_over`).
+        self.outbox = Outbox(self._producer, self._on_batch_sent)
         # Each partition's hosts' first pages waiting for their second (engine/firstpages.py),
         # by pages.raw partition; their offsets hold the partition's commit back (`Progress.hold`).
         self.first_pages: dict[int, FirstPages] = {}
@@ -478,6 +482,14 @@ class StreamWorker:
                 )
                 logging.shutdown()
                 os._exit(70)
+        # Every output and state record of the batch's pages to the producer, then the commit may
+        # pass the pages (`Progress.sent`). A failure here is the producer's: exit as below.
+        try:
+            await self._hand_over()
+        except Exception:
+            logger.critical("handing the batch's records to the producer failed, exiting", exc_info=True)
+            logging.shutdown()
+            os._exit(70)
         # The batch's state records into the store's databases at once (store.py; a read, a
         # persisted offset or a revocation writes them sooner). A write that fails (a full
         # disk, a damaged database) stops the process as a failed page does (exit 70); the
@@ -653,6 +665,7 @@ class StreamWorker:
                     continue
                 idle = first_pages.flush()
                 await self._release(tp, idle, len(idle), "alone")
+            await self._hand_over()  # before the lock goes: the commit may pass those pages then
 
     def _decide(self, page: RawPage, table: HostTable) -> Decision:
         """`decide`, timed: its latency and the event loop thread's CPU in it (the engine's share)."""
@@ -779,6 +792,8 @@ class StreamWorker:
         if old_offset is None or self._committed(tp, old_offset):
             return
         if self.settings.commit_before_snapshot:
+            # The outbox's records first: a commit passes only pages whose records are in the producer.
+            await self._hand_over()
             for _ in range(COMMIT_TRIES):
                 # A commit already under way (the timer's) makes this one wait for it and return
                 # without committing, and that one may have been computed before the page was
@@ -910,33 +925,50 @@ class StreamWorker:
         sent, or as soon as the last message has left its queue but before it reached
         aiokafka, so the offset commit that follows a flush could overtake the changelog
         record (measured: committed pages missing from the state after SIGKILL under load).
-        Sent here, the record is in aiokafka's accumulator before the worker takes the next
-        message, so the flush Faust runs before committing this offset covers it.
+        Added to the outbox here, the record is in aiokafka's accumulator once the fetch's
+        pages are done (`_hand_over`), before the commit may pass this page, so the flush
+        Faust runs before committing its offset covers it.
         """
         writes = list(writes)
         if not writes:
             return
         self.store.write(partition, writes)
-        producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # see _send
         topic = self.settings.topic_state
-        on_sent = self._on_state_sent
+        add = self.outbox.add
         nbytes = 0
         for key, value in writes:
-            fut = await producer.send(topic, value, key=key, partition=partition)
-            fut.add_done_callback(on_sent)
+            await add(topic, partition, key, value)
             nbytes += len(key) + len(value or b"")
         self.stats.state_records += len(writes)
         self.stats.state_bytes += nbytes
         self.metrics.changelog_records(len(writes))
 
-    def _on_state_sent(self, fut: Any) -> None:
+    def _producer(self) -> Any:
+        """aiokafka's producer under Faust's (Faust's Topic.send, and even its Producer.send, cost
+        more per message than the page's own JSON): the same producer, which Faust flushes before
+        it commits input offsets."""
+        return self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka Producer
+
+    async def _hand_over(self) -> None:
+        """Every record in the outbox to the producer; then the commit may pass the pages
+        processed so far (their outputs and state records are in the producer)."""
+        await self.outbox.flush()
+        self.progress.sent()
+
+    def _on_batch_sent(self, fut: Any, count: int) -> None:
+        """A batch of the outbox acknowledged (or failed: the process exits before any commit
+        passes its records' pages). A state batch: the store's changelog offset moves up to its
+        last record, once for all the batches a produce request acknowledged."""
         _exit_on_send_error(fut)
-        if not fut.cancelled() and fut.exception() is None:
-            md = fut.result()
-            tp = TP(md.topic, md.partition)
-            if not self._persisted:
-                asyncio.get_running_loop().call_soon(self._persist_offsets)
-            self._persisted[tp] = max(md.offset, self._persisted.get(tp, -1))
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        md = fut.result()
+        if md.topic != self.settings.topic_state:
+            return
+        tp = TP(md.topic, md.partition)
+        if not self._persisted:
+            asyncio.get_running_loop().call_soon(self._persist_offsets)
+        self._persisted[tp] = max(md.offset + count - 1, self._persisted.get(tp, -1))
 
     def _persist_offsets(self) -> None:
         """What Faust's table does for its own changelog records: remember the offset the local
@@ -947,20 +979,23 @@ class StreamWorker:
             self.state.data.set_persisted_offset(tp, offset)  # type: ignore[attr-defined]  # on every Faust store
 
     async def _send(self, topic: str, key: bytes, value: bytes) -> None:
-        # Straight to aiokafka's producer under Faust's (Faust's Topic.send, and even its
-        # Producer.send, cost more per message than the page's own JSON): the same producer,
-        # which Faust flushes before it commits input offsets. Every value here was sized
-        # against the limit first (detemplate.stream.outputs).
-        producer = self.app.producer._ensure_producer()  # type: ignore[attr-defined]  # Faust's aiokafka Producer
+        # To the outbox, in the partition aiokafka would choose (`_partition`). Every value here
+        # was sized against the limit first (detemplate.stream.outputs).
         part = self._partitions.get((topic, key))
-        if part is None and producer._metadata.partitions_for_topic(topic):
-            # aiokafka's own choice (murmur2 of the key, in Python), remembered per host; until
-            # the topic's metadata is in, aiokafka chooses (and waits for it) itself.
-            if len(self._partitions) >= PARTITION_CACHE_KEYS:
-                self._partitions.clear()
-            part = self._partitions[(topic, key)] = producer._partition(topic, None, key, value, key, value)
-        fut = await producer.send(topic, value, key=key, partition=part)
-        fut.add_done_callback(_exit_on_send_error)
+        if part is None:
+            part = await self._partition(topic, key)
+        await self.outbox.add(topic, part, key, value)
+
+    async def _partition(self, topic: str, key: bytes) -> int:
+        """aiokafka's choice of a partition for `key` (murmur2 of the key, in Python: its default
+        partitioner), remembered per key; the topic's metadata awaited first when it is not in."""
+        producer = self._producer()
+        if not producer._metadata.partitions_for_topic(topic):
+            await producer.partitions_for(topic)
+        if len(self._partitions) >= PARTITION_CACHE_KEYS:
+            self._partitions.clear()
+        part = self._partitions[(topic, key)] = int(producer._partition(topic, None, key, None, key, None))
+        return part
 
     async def _publish(
         self, host: str, clean: CleanPage, events: Iterable[TemplateEvent], source: str, raw: bytes | None

@@ -21,7 +21,10 @@ offset when nothing is committed):
   this one again, in order. Its output comes then; until then it has none, and
 - the commit of a partition never goes past the position (`SafeCommitConsumer`), whatever
   Faust acked, nor past a page held without its output (a host's first page waiting for its
-  second: engine/firstpages.py): nothing is committed that has no output.
+  second: engine/firstpages.py), nor past a page whose records are still in the worker's
+  outbox (detemplate.stream.outbox): it moves up to the position, and a held page's hold is
+  lifted, only when the worker has handed the outbox to the producer (`sent`): nothing is
+  committed that has no output in the producer.
 
 An offset with no message at all (a hole left by compaction or transaction markers; not
 expected on pages.raw) would hold a partition for ever; after `HOLD_S` seconds of seeking
@@ -72,6 +75,8 @@ class Progress:
     _next: dict[Any, int] = field(default_factory=dict)
     _waits: dict[Any, _Wait] = field(default_factory=dict)
     _held: dict[Any, int] = field(default_factory=dict)  # the oldest offset held without its output
+    _sent: dict[Any, int] = field(default_factory=dict)  # the position when the outbox was last handed over
+    _lifts: dict[Any, int | None] = field(default_factory=dict)  # holds moved on, applied at the next `sent`
 
     def started(self, tp: Any) -> bool:
         return tp in self._next
@@ -79,8 +84,10 @@ class Progress:
     def start(self, tp: Any, offset: int) -> None:
         """The partition's first offset to process: its committed offset, or its first one."""
         self._next[tp] = offset
+        self._sent[tp] = offset
         self._waits.pop(tp, None)
         self._held.pop(tp, None)
+        self._lifts.pop(tp, None)
 
     def position(self, tp: Any, offset: int) -> Position:
         nxt = self._next[tp]
@@ -89,7 +96,7 @@ class Progress:
         return Position.AGAIN if offset < nxt else Position.AHEAD
 
     def done(self, tp: Any, offset: int) -> None:
-        """`offset` of `tp` was processed (its outputs are in the producer)."""
+        """`offset` of `tp` was processed (its outputs are in the outbox, or the producer)."""
         if self._next.get(tp) == offset:
             self._next[tp] = offset + 1
             self._waits.pop(tp, None)
@@ -115,11 +122,29 @@ class Progress:
 
     def hold(self, tp: Any, offset: int | None) -> None:
         """The oldest message of `tp` processed but without its output yet (a host's first
-        page held for its second: engine/firstpages.py), or None: the commit stops there."""
-        if offset is None:
-            self._held.pop(tp, None)
-        else:
+        page held for its second: engine/firstpages.py), or None: the commit stops there.
+        A hold that moves on (the held page's output went to the outbox) takes effect at the
+        next `sent`; one that holds more, at once."""
+        held = self._held.get(tp)
+        if held is None and offset is None:
+            self._lifts.pop(tp, None)
+        elif offset is not None and (held is None or offset <= held):
             self._held[tp] = offset
+            self._lifts.pop(tp, None)
+        else:
+            self._lifts[tp] = offset
+
+    def sent(self) -> None:
+        """The worker handed its outbox to the producer: every page processed so far has its
+        outputs there, and each partition's commit may go up to its position (and past the
+        held pages that went out)."""
+        self._sent.update(self._next)
+        for tp, offset in self._lifts.items():
+            if offset is None:
+                self._held.pop(tp, None)
+            else:
+                self._held[tp] = offset
+        self._lifts.clear()
 
     def next_offset(self, tp: Any) -> int | None:
         """The next offset of `tp` not processed (None: not started in this assignment)."""
@@ -127,17 +152,19 @@ class Progress:
 
     def commit_offset(self, tp: Any) -> int | None:
         """The offset up to which `tp` may be committed (None: not started in this assignment)."""
-        nxt = self._next.get(tp)
+        sent = self._sent.get(tp)
         held = self._held.get(tp)
-        if nxt is None or held is None:
-            return nxt
-        return min(nxt, held)
+        if sent is None or held is None:
+            return sent
+        return min(sent, held)
 
     def forget(self) -> None:
         """Partitions were revoked or assigned: every partition starts again from its committed offset."""
         self._next.clear()
+        self._sent.clear()
         self._waits.clear()
         self._held.clear()
+        self._lifts.clear()
 
     def waiting(self) -> int:
         """Partitions waiting for a missing offset now."""
