@@ -5,7 +5,7 @@ aiokafka's `send` does a message's whole bookkeeping for each message: the topic
 awaited, the serialisers and the partitioner called, the accumulator searched for an open
 batch, a future made (and a done-callback added by the caller), and, when the broker answers,
 a metadata object made and that future resolved, its callback scheduled and run. On small
-pages that came to 0.03-0.04 ms of the worker's 0.2 ms of its own a page, for its two messages
+pages that came to about 0.03 ms of the worker's 0.2 ms of its own a page, for its two messages
 (docs/stream.md, "Outputs and state records in batches"). The outbox appends each record to
 an aiokafka `BatchBuilder` of its topic partition (`create_batch`: the same record batch the
 accumulator would have filled, with the producer's batch size and compression) and hands the
