@@ -482,23 +482,19 @@ class StreamWorker:
                 )
                 logging.shutdown()
                 os._exit(70)
-        # Every output and state record of the batch's pages to the producer, then the commit may
-        # pass the pages (`Progress.sent`). A failure here is the producer's: exit as below.
+        # Every output and state record of the batch's pages to the producer, after which the
+        # commit may pass the pages (`Progress.sent`); then the batch's state records into the
+        # store's databases at once (store.py; a read, a persisted offset or a revocation writes
+        # them sooner). A failure of either (the producer's, or a full disk, a damaged database)
+        # stops the process as a failed page does (exit 70): no commit passed those pages, and
+        # the store's persisted offset has not passed those records, so the restart reads them
+        # again.
         try:
             await self._hand_over()
-        except Exception:
-            logger.critical("handing the batch's records to the producer failed, exiting", exc_info=True)
-            logging.shutdown()
-            os._exit(70)
-        # The batch's state records into the store's databases at once (store.py; a read, a
-        # persisted offset or a revocation writes them sooner). A write that fails (a full
-        # disk, a damaged database) stops the process as a failed page does (exit 70); the
-        # store's persisted offset has not passed those records, so the restart reads them
-        # back from the changelog.
-        try:
             self.store.flush()
         except Exception:
-            logger.critical("writing the batch's state records failed, exiting", exc_info=True)
+            logger.critical("handing the batch's records to the producer or writing its state records failed, "
+                            "exiting", exc_info=True)
             logging.shutdown()
             os._exit(70)
         # What Faust's stream tells its monitor, whose check for stalled partitions reads it.

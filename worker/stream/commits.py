@@ -125,13 +125,11 @@ class Progress:
         page held for its second: engine/firstpages.py), or None: the commit stops there.
         A hold that moves on (the held page's output went to the outbox) takes effect at the
         next `sent`; one that holds more, at once."""
-        held = self._held.get(tp)
-        if held is None and offset is None:
-            self._lifts.pop(tp, None)
-        elif offset is not None and (held is None or offset <= held):
+        held = self._held.get(tp)  # (a lift waits only where a page is held)
+        if offset is not None and (held is None or offset <= held):
             self._held[tp] = offset
             self._lifts.pop(tp, None)
-        else:
+        elif held is not None:
             self._lifts[tp] = offset
 
     def sent(self) -> None:
