@@ -28,7 +28,7 @@ from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
-from detemplate.io.sources import iter_inputs
+from detemplate.io.sources import Undecoded, iter_inputs
 from detemplate.offline import HostCount, RunSummary, run_pages
 from detemplate.parallel import JobFailedError, JobSpec, job_of, resolve_jobs, run_jobs
 from detemplate.state.memory import MemoryStore
@@ -214,29 +214,69 @@ def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -
     assert caught.value.__context__ is None
 
 
-def test_a_job_reads_its_queue_as_multiprocessing_does() -> None:
-    """A job's read of its queue (`parallel._get`, straight into one reused buffer): every
-    message as `Queue.get` gives it, in order, small and larger than the buffer or the pipe,
-    the queue's bound released for each; the pipe's end an EOFError, as `Queue.get` raises."""
+def _as_put(message: Any) -> Any:
+    """A message as a job read it, its lines made bytes (they are views of the job's buffer,
+    valid until the next message is read)."""
+    if not isinstance(message, list):
+        return message
+    return [(seq, item._replace(line=bytes(item.line)) if isinstance(item, Undecoded) else item)
+            for seq, item in message]
+
+
+def test_a_jobs_inbox_gives_each_message_as_put() -> None:
+    """A job's inbox (`parallel._Inbox`, read by `parallel._get`): every message as put, in
+    order, small and larger than the job's buffer or the pipe; each undecoded line a view of
+    the job's buffer, not a copy; the pipe's end an EOFError."""
     import multiprocessing
 
-    queue = multiprocessing.get_context("fork").Queue(2)
+    inbox = parallel._Inbox(multiprocessing.get_context("fork"))
     big = bytes(range(256)) * (12 << 10)  # 3 MB: past the 1 MB buffer and many pipe reads
-    messages: list[Any] = [[(0, b"x")], 7, [(1, big), (2, "caf\u00e9")], [(3, big[::-1])], 4906]
+    page = RawPage("https://a.example/p", "<p>caf\u00e9</p>", "a.example", "x:1", {"date": "2026"})
+    dead = DeadPage("", "", "bad_json", "the line is not valid JSON", "x:2")
+    messages: list[Any] = [
+        [(0, Undecoded(b"x", "x:0", "a.example"))], 7, [],
+        [(1, Undecoded(big, "x:1", "b.example")), (2, page), (3, dead), (4, Undecoded(b'{"a":1}', "x:4", "c.example"))],
+        [(5, Undecoded(big[::-1], "x:5", "b.example"))], 4906,
+    ]
     got: list[Any] = []
-    # put waits on the bound of 2, which each read releases: a read that did not would leave both waiting
-    feeder = threading.Thread(target=lambda: [queue.put(m) for m in messages], daemon=True)
-    reader = threading.Thread(target=lambda: got.extend(parallel._get(queue) for _ in messages), daemon=True)
-    feeder.start()
+    views: list[bool] = []
+
+    def read() -> None:
+        for _ in messages:
+            message = parallel._get(inbox.reader.fileno())
+            if isinstance(message, list):
+                views.extend(isinstance(item.line, memoryview) for _, item in message if isinstance(item, Undecoded))
+            got.append(_as_put(message))
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    for message in messages:
+        inbox.put(parallel._frame(message), DEADLINE_SECONDS)
     reader.join(DEADLINE_SECONDS)
-    feeder.join(DEADLINE_SECONDS)
     assert got == messages
-    assert not feeder.is_alive()
-    ended = multiprocessing.get_context("fork").Queue(2)
-    ended._writer.close()  # type: ignore[attr-defined]  # the pipe's writing end gone, as when the parent dies
+    assert views == [True] * 4
+    inbox.close()
+    ended = parallel._Inbox(multiprocessing.get_context("fork"))
+    ended.writer.close()  # the pipe's writing end gone, as when the parent dies
     with pytest.raises(EOFError):
-        parallel._get(ended)
+        parallel._get(ended.reader.fileno())
+    ended.close()
+
+
+def test_an_inbox_whose_job_ended_ends_its_thread() -> None:
+    """A job that ends (its inbox's reading end closed) makes the inbox's next write fail and
+    its thread end, rather than fill the pipe and wait for ever; the parent then sees the job
+    gone (`Jobs.check`)."""
+    import multiprocessing
+
+    inbox = parallel._Inbox(multiprocessing.get_context("fork"))
+    inbox.put(parallel._frame([(0, Undecoded(b"x" * 100, "x:0", "a.example"))]), DEADLINE_SECONDS)
+    assert inbox.thread is not None
+    inbox.reader.close()  # the job's end, as the only reader
+    inbox.put(parallel._frame([(1, Undecoded(b"y" * (1 << 20), "x:1", "a.example"))]), DEADLINE_SECONDS)
+    inbox.thread.join(DEADLINE_SECONDS)
+    assert not inbox.thread.is_alive()
+    inbox.close()
 
 
 def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:

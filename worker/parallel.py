@@ -2,15 +2,18 @@
 
 Every page is decided with its own host's table only, so hosts are independent. The parent
 reads the input once with the run's reader, numbers every item (its `seq`, the position in
-the input) and hands each of N jobs, in batches through a bounded queue, the items whose
+the input) and hands each of N jobs, in batches, the items whose
 host hashes to it (xxh3_64 of the host's UTF-8, modulo N; a dead item of the reader, which
 has no reliable host, goes to job 0). A JSONL line that starts with its "url" and "host"
 is handed over undecoded (io/sources.py `Undecoded`), routed by the host those fields
 name, and decoded by its job: the parent, a process beside the N, only inflates, splits
-and routes such input. A job decides its items in input order with the same
-`run_pages` one job runs (handed in: `JobSpec.decide`). `JobSpec.feed=False` has every job
-read the whole input itself instead, routing its lines as the parent does and decoding only
-its own (as fast on 2 cores, but the input inflated once a job: docs/parallel.md measures both).
+and routes such input. A batch goes through the job's own pipe (`_Inbox`: at most
+_QUEUE_BATCHES wait), its lines out of band of the batch's pickle: written from their own
+bytes and decoded by the job where they landed in its buffer (`_frame`, `_get`). A job
+decides its items in input order with the same `run_pages` one job runs (handed in:
+`JobSpec.decide`). `JobSpec.feed=False` has every job read the whole input itself instead,
+routing its lines as the parent does and decoding only its own (as fast on 2 cores, but
+the input inflated once a job: docs/parallel.md measures both).
 
 - Tables: a host's table comes from the run's state directory, opened READ-ONLY by every
   worker (RocksDB allows readers beside the parent's handle, which writes nothing until
@@ -63,7 +66,6 @@ import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -459,49 +461,122 @@ def job_policy(policy: ExpiryPolicy | None, jobs: int) -> ExpiryPolicy | None:
 _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a process)
 
 
-def _take(queue: Queue[Message]) -> Message:
+# A message to a job (`_frame`): its length, then how many JSONL lines it carries out of band
+# and its pickle's length, each line's length, the pickle (protocol 5), the lines.
+_LENGTH = struct.Struct("<Q")
+_HEAD = struct.Struct("<IQ")
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)  # buffers a writev takes
+_inbox = [bytearray()]  # a job's receive buffer (a job a process): made at its first message, grown to its largest
+
+
+def _frame(message: Message) -> list[Any]:
+    """A message to a job as the buffers to write, in order: its length and head, its pickle,
+    and each JSONL line handed over undecoded, out of band (pickle protocol 5): the line's own
+    bytes go into the pipe and the job reads them in place (`_get`), where pickling a batch
+    copied every line into the pickle and the job copied each out of it again (docs/parallel.md,
+    "A job's lines read in place")."""
+    lines: list[pickle.PickleBuffer] = []
+    if isinstance(message, list):
+        message = [
+            # (the line pickled out of band: the job gets a memoryview of it)
+            (seq, Undecoded(pickle.PickleBuffer(item.line), item.source, item.host))  # type: ignore[arg-type]
+            if type(item) is Undecoded
+            else (seq, item)
+            for seq, item in message
+        ]
+    data = pickle.dumps(message, 5, buffer_callback=lines.append)  # (append returns None: out of band)
+    raws = [line.raw() for line in lines]
+    head = _HEAD.pack(len(raws), len(data)) + struct.pack(f"<{len(raws)}Q", *map(len, raws))
+    return [_LENGTH.pack(len(head) + len(data) + sum(map(len, raws))), head, data, *raws]
+
+
+def _write_all(fd: int, parts: Sequence[Any]) -> None:
+    """Write the buffers to `fd` in order, whole (a writev may write part of them)."""
+    views = [memoryview(part) for part in parts if len(part)]
+    at = 0
+    while at < len(views):
+        written = os.writev(fd, views[at : at + _IOV_MAX])
+        while written and written >= len(views[at]):
+            written -= len(views[at])
+            at += 1
+        if written:
+            views[at] = views[at][written:]
+
+
+class _Inbox:
+    """The parent's end of a job's inbox: a pipe of the job's own, written by a thread of the
+    parent's, `put` waiting while _QUEUE_BATCHES messages wait. The parent closes its copy of
+    the reading end once the job has started (`Jobs._start_processes`): the job is then the
+    pipe's only reader, so a job that ends makes the thread's next write fail, and the thread
+    ends, rather than fill the pipe and wait."""
+
+    def __init__(self, ctx: multiprocessing.context.BaseContext) -> None:
+        self.reader, self.writer = ctx.Pipe(duplex=False)
+        self.waiting: queue_module.Queue[list[Any] | None] = queue_module.Queue(_QUEUE_BATCHES)
+        self.thread: threading.Thread | None = None  # started at the first message (none may run at a fork)
+
+    def put(self, parts: list[Any], timeout: float) -> None:
+        """Hand a message over (`_frame`'s buffers); queue.Full when it could not within
+        `timeout` seconds."""
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._send, name="detemplate-job-inbox", daemon=True)
+            self.thread.start()
+        self.waiting.put(parts, timeout=timeout)
+
+    def _send(self) -> None:
+        fd = self.writer.fileno()
+        while True:
+            parts = self.waiting.get()
+            if parts is None:
+                return
+            try:
+                _write_all(fd, parts)
+            except OSError:
+                return  # the job has ended (a broken pipe): the parent's check says how
+
+    def close(self) -> None:
+        """End the thread and close the pipe's ends: the thread ends at once where it waits for
+        a message; one writing to a job that was stopped ends on the failed write."""
+        if self.thread is not None:
+            with contextlib.suppress(queue_module.Full):
+                self.waiting.put_nowait(None)
+            self.thread.join(_STOP_SECONDS)
+        if self.thread is None or not self.thread.is_alive():  # (a thread still writing keeps its pipe)
+            self.writer.close()
+        self.reader.close()
+
+
+def _take(inbox: Connection) -> Message:
     """The parent's next message to this job (a batch; an int: no more, the input's records),
     its wait counted."""
     started = time.perf_counter()
-    message = _get(queue)
+    message = _get(inbox.fileno())
     _waited[0] += time.perf_counter() - started
     return message
 
 
-_SIZE = struct.Struct("!i")  # a multiprocessing message's length (Connection's header)...
-_LONG_SIZE = struct.Struct("!Q")  # ...after a -1 where it is 2 GB or more
-_inbox = [bytearray()]  # a job's receive buffer (a job a process): made at its first message, grown to its largest
-
-
-def _get(queue: Queue[Message]) -> Message:
-    """`queue.get()`, with the message read straight into one reused buffer.
-
-    multiprocessing reads a message a pipe's worth (64 KB) at a time, each read into a new
-    object the size of what is left of the message, then joins the pieces and copies the
-    whole once more before unpickling it: a job copied its share of the input four or five
-    times over (perf: 0.33 s of copying in the two jobs on the crawl, against 0.23 s in all
-    of `--jobs 1`). Here the pipe is read into the buffer and the message unpickled from
-    it. The same protocol as `Queue.get`: the queue's reader lock held while reading, its
-    semaphore released after (the parent's `put` waits on it), EOFError at the pipe's end.
-    Elsewhere than Unix, or for a queue without those parts, `queue.get()`."""
-    reader, lock, sem = (getattr(queue, name, None) for name in ("_reader", "_rlock", "_sem"))
-    if reader is None or lock is None or sem is None or not hasattr(os, "readv"):
-        return queue.get()
-    with lock:
-        fd = reader.fileno()
-        (size,) = _SIZE.unpack(_read(fd, _SIZE.size))
-        if size == -1:
-            (size,) = _LONG_SIZE.unpack(_read(fd, _LONG_SIZE.size))
-        message = _read(fd, size)
-    sem.release()
-    with message:
-        return pickle.loads(message)  # type: ignore[no-any-return]  # what the parent put
+def _get(fd: int) -> Message:
+    """The next message of a job's inbox (the pipe `fd`, `_frame`'s buffers), read into the
+    job's one buffer and unpickled from there, each JSONL line a view of that buffer: valid
+    until the next message is read (`_own_items` decodes a batch's lines before it asks for
+    the next). EOFError at the pipe's end."""
+    (size,) = _LENGTH.unpack(_read(fd, _LENGTH.size))
+    message = _read(fd, size)
+    count, length = _HEAD.unpack_from(message)
+    at = _HEAD.size + 8 * count
+    data = message[at : at + length]
+    at += length
+    buffers = []
+    for size in struct.unpack_from(f"<{count}Q", message, _HEAD.size):
+        buffers.append(message[at : at + size])
+        at += size
+    return pickle.loads(data, buffers=buffers)  # type: ignore[no-any-return]  # what the parent put
 
 
 def _read(fd: int, size: int) -> memoryview:
     """The next `size` bytes of the pipe `fd`, in the job's buffer (valid until the next read)."""
     if len(_inbox[0]) < size:
-        _inbox[0] = bytearray(max(size, 1 << 20))
+        _inbox[0] = bytearray(max(size, 1 << 20))  # (a new one: the last one's views may live on)
     view = memoryview(_inbox[0])[:size]
     at = 0
     while at < size:
@@ -517,7 +592,7 @@ def _read(fd: int, size: int) -> memoryview:
 
 
 def _own_items(
-    spec: JobSpec, index: int, queue: Queue[Message], first: Message, placement: _Placement
+    spec: JobSpec, index: int, inbox: Connection, first: Message, placement: _Placement
 ) -> Iterator[tuple[int, RawPage | DeadPage]]:
     """This worker's items with their place in the input: from the parent's batches (the first
     one already taken), or read (every line routed by its first fields, only this job's decoded).
@@ -527,7 +602,7 @@ def _own_items(
         while isinstance(message, list):
             for seq, item in message:
                 yield seq, _decoded(item)
-            message = _take(queue)
+            message = _take(inbox)
         placement.total = message
         return
     seq = -1  # (no items: the input's records are 0)
@@ -553,13 +628,13 @@ def _owner(item: RawPage | DeadPage | Undecoded, jobs: int) -> int:
 
 
 def _decide_share(
-    spec: JobSpec, work: Path, index: int, done: Synchronized[int], queue: Queue[Message]
+    spec: JobSpec, work: Path, index: int, done: Synchronized[int], inbox: Connection
 ) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
     # The parent's first message: the first batch, or the go of a job that reads the input
     # itself (an empty one). The parent sends it once it has opened the run's state, so a job
     # forked before that opens the state only after it exists.
-    first = _take(queue)
+    first = _take(inbox)
     out_path, events_path, _ = _paths(work, index)
     base = ReadOnlyTables(spec.state, spec.params.table) if spec.state else None
     store = _LayeredStore(_own_store(spec, work, index), base, index, spec.jobs)
@@ -571,7 +646,7 @@ def _decide_share(
             placement = _Placement(out, events)
 
             def mine() -> Iterator[RawPage | DeadPage]:
-                for seq, item in _own_items(spec, index, queue, first, placement):
+                for seq, item in _own_items(spec, index, inbox, first, placement):
                     out.at(seq)
                     events.at(seq)
                     yield item
@@ -594,7 +669,7 @@ def _work(
     index: int,
     done: Synchronized[int],
     conn: Connection,
-    queue: Queue[Message],
+    inbox: Connection,
     gc_threshold: tuple[int, ...],
     blas_threads: int | None = None,
 ) -> None:
@@ -607,7 +682,7 @@ def _work(
     if blas_threads is not None:
         blas.set_threads(blas_threads)
     try:
-        summary = _decide_share(spec, Path(work), index, done, queue)
+        summary = _decide_share(spec, Path(work), index, done, inbox)
     except DetemplateError as exc:
         conn.send(("error", str(exc)))
         return
@@ -701,7 +776,7 @@ class Jobs:
         self.processes: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.counters: list[Synchronized[int]] = []
-        self.queues: list[Queue[Message]] = []
+        self.inboxes: list[_Inbox] = []
         self.summaries: dict[int, Any] = {}
         self.show: Callable[[int | None], None] = lambda done: None  # the progress bar: `run`
         self.work = work
@@ -733,19 +808,19 @@ class Jobs:
             self._starter.start()
 
     def _make(self, index: int, threads: int | None) -> None:
-        """Job `index`'s process (not started), pipe, counter and queue."""
+        """Job `index`'s process (not started), pipes, counter and inbox."""
         ctx = self.ctx
         recv, send = ctx.Pipe(duplex=False)
         done = ctx.Value("q", 0)
-        queue: Queue[Message] = ctx.Queue(_QUEUE_BATCHES)
+        inbox = _Inbox(ctx)
         process = ctx.Process(
             target=_work,
-            args=(self.spec, str(self.work), index, done, send, queue, gc.get_threshold(), threads),
+            args=(self.spec, str(self.work), index, done, send, inbox.reader, gc.get_threshold(), threads),
             name=f"detemplate-job-{index}",
             daemon=True,
         )
         self.conns.append(recv)
-        self.queues.append(queue)
+        self.inboxes.append(inbox)
         self.processes.append(process)
         self.counters.append(done)
         self._sends.append(send)
@@ -760,6 +835,7 @@ class Jobs:
                     self._make(index, threads)
                 self.processes[index].start()
                 self._sends[index].close()  # the parent's copy: EOF on `recv` when the worker ends without a word
+                self.inboxes[index].reader.close()  # the job its inbox's only reader (`_Inbox`)
         except BaseException as exc:  # told to the main thread by `started`
             self._start_error = exc
         finally:
@@ -835,10 +911,11 @@ class Jobs:
                 self._put(owner, batch)
             self._put(owner, records)  # the end: the input's records (the page clock's, offline.run_pages)
 
-    def _put(self, index: int, batch: Message) -> None:
+    def _put(self, index: int, message: Message) -> None:
+        parts = _frame(message)
         while True:
             try:
-                self.queues[index].put(batch, timeout=_POLL_SECONDS)
+                self.inboxes[index].put(parts, timeout=_POLL_SECONDS)
                 return
             except queue_module.Full:
                 self.check()
@@ -872,9 +949,8 @@ class Jobs:
             if process.is_alive():
                 process.kill()
                 process.join()
-        for queue in self.queues:
-            queue.cancel_join_thread()  # a stopped worker leaves batches unread: do not wait on them
-            queue.close()
+        for inbox in self.inboxes:
+            inbox.close()  # a stopped worker leaves batches unread: they are dropped
         for conn in self.conns:
             conn.close()
 

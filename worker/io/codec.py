@@ -229,7 +229,7 @@ def encode(record: dict[str, Any], plain_floats: bool = False) -> bytes:
         ) from exc
 
 
-def loads(data: bytes) -> tuple[Any, bool]:
+def loads(data: bytes | memoryview) -> tuple[Any, bool]:
     """`json.loads(data)` (raising what it raises: ValueError, RecursionError), and whether every
     string in the result is known to be valid Unicode (no lone surrogate: a UTF-8 output can carry it).
 
@@ -246,7 +246,7 @@ def loads(data: bytes) -> tuple[Any, bool]:
         else:
             if type(obj) is not float and not (type(obj) is dict and any(type(v) is float for v in obj.values())):
                 return obj, True
-    return json.loads(data), False
+    return json.loads(data if isinstance(data, bytes) else bytes(data)), False  # (json takes no memoryview)
 
 
 def _field_at(text: str, at: int) -> str:

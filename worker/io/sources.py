@@ -96,9 +96,10 @@ _FIRST_FIELDS = re.compile(rb'\s*\{\s*"url"\s*:\s*' + _JSON_STRING + rb'\s*,\s*"
 
 class Undecoded(NamedTuple):
     """A JSONL line left undecoded (`iter_inputs(..., undecoded=True)`), with the host its
-    record's page has when the line decodes to a page (`decode_record`)."""
+    record's page has when the line decodes to a page (`decode_record`). In a job of `run
+    --jobs`, `line` is a view of the job's receive buffer (parallel.py `_get`)."""
 
-    line: bytes
+    line: bytes | memoryview
     source: str
     host: str
 
@@ -399,7 +400,7 @@ META_FIELDS: dict[str, type] = {
 }
 
 
-def first_fields(line: bytes) -> tuple[Any, Any] | None:
+def first_fields(line: bytes | memoryview) -> tuple[Any, Any] | None:
     """The "url" and "host" a JSON record starts with (the first two fields, in that order),
     decoded; None for a record that starts otherwise."""
     match = _FIRST_FIELDS.match(line)
@@ -423,7 +424,7 @@ def route_host(line: bytes) -> str | None:
         return None
 
 
-def decode_record(line: bytes, source: str) -> RawPage | DeadPage:
+def decode_record(line: bytes | memoryview, source: str) -> RawPage | DeadPage:
     """One raw-page JSON record (a JSONL line or a pages.raw message) -> RawPage or DeadPage."""
     try:
         rec, unicode_checked = codec.loads(line)
