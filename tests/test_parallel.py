@@ -279,6 +279,22 @@ def test_an_inbox_whose_job_ended_ends_its_thread() -> None:
     inbox.close()
 
 
+def test_an_inbox_that_cannot_write_says_why() -> None:
+    """An inbox thread that fails for another reason than its job's end keeps the error, and
+    the next hand-over raises it (the job would otherwise wait for ever; `Jobs.check` raises
+    it too)."""
+    import multiprocessing
+
+    inbox = parallel._Inbox(multiprocessing.get_context("fork"))
+    inbox.put([object()], DEADLINE_SECONDS)  # no buffer: the thread's write fails
+    assert inbox.thread is not None
+    inbox.thread.join(DEADLINE_SECONDS)
+    assert isinstance(inbox.error, TypeError)
+    with pytest.raises(TypeError):
+        inbox.put(parallel._frame(7), DEADLINE_SECONDS)
+    inbox.close()
+
+
 def test_dead_inputs_are_at_their_place(crawl: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     run([crawl], out, "--jobs", "3")

@@ -465,7 +465,9 @@ _waited = [0.0]  # seconds a job waited for its pages (a job is a process: one a
 # and its pickle's length, each line's length, the pickle (protocol 5), the lines.
 _LENGTH = struct.Struct("<Q")
 _HEAD = struct.Struct("<IQ")
-_IOV_MAX = min(os.sysconf("SC_IOV_MAX"), 1024)  # buffers a writev takes
+_IOV_MAX = 16  # buffers a writev takes at once: POSIX's least, else the system's (at most 1,024)
+with contextlib.suppress(AttributeError, ValueError, OSError):
+    _IOV_MAX = max(_IOV_MAX, min(os.sysconf("SC_IOV_MAX"), 1024))
 _inbox = [bytearray()]  # a job's receive buffer (a job a process): made at its first message, grown to its largest
 
 
@@ -514,13 +516,17 @@ class _Inbox:
         self.reader, self.writer = ctx.Pipe(duplex=False)
         self.waiting: queue_module.Queue[list[Any] | None] = queue_module.Queue(_QUEUE_BATCHES)
         self.thread: threading.Thread | None = None  # started at the first message (none may run at a fork)
+        self.error: BaseException | None = None  # what ended the thread, but for a job that ended
 
     def put(self, parts: list[Any], timeout: float) -> None:
         """Hand a message over (`_frame`'s buffers); queue.Full when it could not within
-        `timeout` seconds."""
+        `timeout` seconds; the thread's own error where one ended it (the job would wait for
+        ever)."""
         if self.thread is None:
             self.thread = threading.Thread(target=self._send, name="detemplate-job-inbox", daemon=True)
             self.thread.start()
+        if self.error is not None:
+            raise self.error
         self.waiting.put(parts, timeout=timeout)
 
     def _send(self) -> None:
@@ -533,6 +539,9 @@ class _Inbox:
                 _write_all(fd, parts)
             except OSError:
                 return  # the job has ended (a broken pipe): the parent's check says how
+            except BaseException as exc:  # (none is known: told to the parent rather than hang it)
+                self.error = exc
+                return
 
     def close(self) -> None:
         """End the thread and close the pipe's ends: the thread ends at once where it waits for
@@ -567,9 +576,9 @@ def _get(fd: int) -> Message:
     data = message[at : at + length]
     at += length
     buffers = []
-    for size in struct.unpack_from(f"<{count}Q", message, _HEAD.size):
-        buffers.append(message[at : at + size])
-        at += size
+    for n in struct.unpack_from(f"<{count}Q", message, _HEAD.size):
+        buffers.append(message[at : at + n])
+        at += n
     return pickle.loads(data, buffers=buffers)  # type: ignore[no-any-return]  # what the parent put
 
 
@@ -848,7 +857,8 @@ class Jobs:
             raise JobFailedError(f"the jobs could not be started: {self._start_error}") from self._start_error
 
     def check(self) -> None:
-        """Take the summaries of finished workers; JobFailedError when one failed or died."""
+        """Take the summaries of finished workers; JobFailedError when one failed or died, or
+        its pages could not be handed over."""
         if not self._done_starting.is_set():
             return  # not every job started yet: nothing can have ended
         self.started()
@@ -856,6 +866,9 @@ class Jobs:
         for i in range(jobs):
             if i in self.summaries:
                 continue
+            error = self.inboxes[i].error
+            if error is not None:
+                raise JobFailedError(f"job {i + 1} of {jobs}: its pages could not be handed over: {error!r}") from error
             if self.conns[i].poll():
                 try:
                     status, value = self.conns[i].recv()
