@@ -764,7 +764,7 @@ def _can_fork() -> bool:
 
 
 class Jobs:
-    """The parent's view of the running workers: their processes, pipes, counters and queues.
+    """The parent's view of the running workers: their processes, pipes, counters and inboxes.
 
     fork: the jobs are forked from this process, which must have opened nothing that a job may
         not share (no RocksDB handle, no output file, no thread: `start_jobs` is called first
@@ -898,7 +898,7 @@ class Jobs:
         return self.wait()
 
     def feed(self) -> None:
-        """Read the input once, handing each job its items in batches (bounded queues)."""
+        """Read the input once, handing each job its items in batches (through its bounded inbox)."""
         spec = self.spec
         batches: list[Batch] = [[] for _ in range(spec.jobs)]
         chars = [0] * spec.jobs
