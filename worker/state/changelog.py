@@ -224,6 +224,10 @@ class HostState:
         entry's state_bytes; parts: the part count of each split record, so that a record
         written again deletes the parts its older version had beyond its own.
     index_page / index_ms: the input offset and time of the host's index entry as last written.
+    prefix: the host's key prefix (`host_prefix`), once known.
+    snapshot_page / snapshot_offset: the page number and input offset of the host's last
+        snapshot written in this process (-1: none), which the next snapshot's check reads
+        rather than that page's delta from the store.
     """
 
     table: HostTable
@@ -231,6 +235,9 @@ class HostState:
     parts: dict[bytes, int] = field(default_factory=dict)
     index_page: int = -1
     index_ms: int = 0
+    prefix: bytes = b""
+    snapshot_page: int = -1
+    snapshot_offset: int = -1
 
     @property
     def state_bytes(self) -> int:
@@ -310,7 +317,17 @@ class StateLayout:
     ) -> list[tuple[bytes, bytes | None]]:
         """The store and changelog writes of one logical record: its parts (if any), the record,
         and tombstones (None) for parts an older version had beyond these. Updates `state`."""
-        prefix = host_prefix(host)
+        if state is None:
+            prefix = host_prefix(host)
+        else:
+            prefix = state.prefix
+            if not prefix:
+                prefix = state.prefix = host_prefix(host)
+            if len(value) <= self.max_record_bytes and suffix not in state.parts:
+                # A record in one piece whose older version was too (nearly every record).
+                key = prefix + suffix
+                state.sizes[suffix] = len(key) + len(value)
+                return [(key, value)]
         pieces = split_record(suffix, value, self.max_record_bytes)
         out: list[tuple[bytes, bytes | None]] = [(prefix + s, v) for s, v in pieces]
         n = len(pieces) - 1 if len(pieces) > 1 else 0

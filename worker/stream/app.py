@@ -198,6 +198,13 @@ class StreamWorker:
         self.params = params
         self.limits = OutputLimits(settings.max_message_bytes)
         self.policy = expiry_policy(settings)
+        # A host's index entry is written again once this old (and on its snapshot pages), so
+        # that expiry by time or by pages reads it within an eighth of the span.
+        self._index_refresh_ms = INDEX_REFRESH_MS
+        if self.policy.ttl_s:
+            self._index_refresh_ms = min(INDEX_REFRESH_MS, int(self.policy.ttl_s * 1000 / 8))
+        self._index_refresh_pages = max(1, self.policy.ttl_pages // 8) if self.policy.ttl_pages else 0
+        self._expires = self.policy.expires  # (the policy is frozen)
         self.layout = StateLayout(
             params,
             settings.snapshot_every,
@@ -535,7 +542,8 @@ class StreamWorker:
                 tp.partition, missing, offset - 1, progress.hold_s,
             )
             progress.skip_to(tp, offset)
-        await self._maybe_sweep(now_ms)
+        if self._expires:
+            await self._maybe_sweep(now_ms)
         first_pages = self.first_pages.get(tp.partition)
         if first_pages is not None and first_pages.held:
             # Held first pages whose second page did not come within the bound: as decided alone.
@@ -588,7 +596,11 @@ class StreamWorker:
             await self._send_dead(page, raw)
             return
         host = page.host
-        hs = await self._host(host, tp.partition)
+        hs = self.hosts.get(host)
+        if hs is None:
+            hs = await self._host(host, tp.partition)
+        else:
+            self.hosts.move_to_end(host)
         table = hs.table
         if offset <= table.source_offset:
             await self._again(page, raw, tp, offset, hs)
@@ -602,11 +614,14 @@ class StreamWorker:
         dropped = table.evict_oldest(self.policy.max_table_entries)
         if dropped:
             events.append(self._capped(page, table, dropped))
-        if self.layout.is_snapshot_page(table.pages):
-            await self._before_snapshot(host, table.pages, tp)
+        snapshot = self.layout.is_snapshot_page(table.pages)
+        if snapshot:
+            await self._before_snapshot(host, table.pages, tp, hs)
         writes: list[tuple[bytes, bytes | None]] = []
         for suffix, record in self.layout.records(table, outcome):
             writes += self.layout.physical(host, suffix, record, hs)
+        if snapshot:
+            hs.snapshot_page, hs.snapshot_offset = table.pages, offset
         writes += self._index_records(host, hs, offset, now_ms, force=table.pages == 1 or len(writes) > 1)
         await self._put_state(tp.partition, writes)
         self.stats.pages += 1
@@ -765,26 +780,29 @@ class StreamWorker:
     def _index_records(
         self, host: str, hs: HostState, offset: int, now_ms: int, force: bool
     ) -> list[tuple[bytes, bytes | None]]:
-        """The host's index entry, when it is due: its first page, a snapshot page, or stale."""
-        refresh_ms = INDEX_REFRESH_MS
-        if self.policy.ttl_s:
-            refresh_ms = min(refresh_ms, int(self.policy.ttl_s * 1000 / 8))
-        due = force or hs.index_page < 0 or now_ms - hs.index_ms >= refresh_ms
-        if self.policy.ttl_pages and offset - hs.index_page >= max(1, self.policy.ttl_pages // 8):
-            due = True
-        if not due:
+        """The host's index entry, when it is due: its first page, a snapshot page, or stale
+        (older than `_index_refresh_ms`, or `_index_refresh_pages` offsets behind)."""
+        if not (
+            force or hs.index_page < 0 or now_ms - hs.index_ms >= self._index_refresh_ms
+            or (self._index_refresh_pages and offset - hs.index_page >= self._index_refresh_pages)
+        ):
             return []
         key = index_key(host)
         entry = IndexEntry(host, offset, now_ms, hs.state_bytes + len(key) + 36, hs.table.pages)
         hs.index_page, hs.index_ms = offset, now_ms
         return [(key, entry.to_bytes())]
 
-    async def _before_snapshot(self, host: str, page_no: int, tp: TP) -> None:
-        """Make sure the pages the older snapshot covers are committed before it is dropped."""
+    async def _before_snapshot(self, host: str, page_no: int, tp: TP, hs: HostState | None = None) -> None:
+        """Make sure the pages the older snapshot covers are committed before it is dropped.
+        `hs`: the host's live state, which knows the input offset of the page of its last
+        snapshot when this process wrote it (else that page's delta is read from the store)."""
         old = page_no - self.layout.k
         if old <= 0:
             return
-        old_offset = self._page_offset(tp.partition, host, old)
+        if hs is not None and hs.snapshot_page == old:
+            old_offset: int | None = hs.snapshot_offset
+        else:
+            old_offset = self._page_offset(tp.partition, host, old)
         if old_offset is None or self._committed(tp, old_offset):
             return
         if self.settings.commit_before_snapshot:
@@ -913,7 +931,7 @@ class StreamWorker:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def _put_state(self, partition: int, writes: Iterable[tuple[bytes, bytes | None]]) -> None:
+    async def _put_state(self, partition: int, writes: list[tuple[bytes, bytes | None]]) -> None:
         """Write state records (None: a tombstone) to the partition's store and its changelog partition.
 
         Not through the Faust table's own changelog path (`table[key] = value`): that goes
@@ -925,15 +943,15 @@ class StreamWorker:
         pages are done (`_hand_over`), before the commit may pass this page, so the flush
         Faust runs before committing its offset covers it.
         """
-        writes = list(writes)
         if not writes:
             return
         self.store.write(partition, writes)
         topic = self.settings.topic_state
-        add = self.outbox.add
+        outbox = self.outbox
         nbytes = 0
         for key, value in writes:
-            await add(topic, partition, key, value)
+            if not outbox.append(topic, partition, key, value):  # its batch is full: handed over first
+                await outbox.add(topic, partition, key, value)
             nbytes += len(key) + len(value or b"")
         self.stats.state_records += len(writes)
         self.stats.state_bytes += nbytes
@@ -980,7 +998,8 @@ class StreamWorker:
         part = self._partitions.get((topic, key))
         if part is None:
             part = await self._partition(topic, key)
-        await self.outbox.add(topic, part, key, value)
+        if not self.outbox.append(topic, part, key, value):  # its batch is full: handed over first
+            await self.outbox.add(topic, part, key, value)
 
     async def _partition(self, topic: str, key: bytes) -> int:
         """aiokafka's choice of a partition for `key` (murmur2 of the key, in Python: its default
@@ -1010,7 +1029,8 @@ class StreamWorker:
                             clean.url[:200], ", ".join(fitted.omitted), self.limits.max_message_bytes)
             self.metrics.published_clean(fitted.omitted)
             await self._send(self.settings.topic_clean, key, fitted.value)
-        await self._publish_events(host, events, source, key)
+        if events:
+            await self._publish_events(host, events, source, key)
 
     async def _publish_events(
         self, host: str, events: Iterable[TemplateEvent], source: str, key: bytes | None = None

@@ -45,20 +45,27 @@ class Outbox:
         """Records waiting in the open batches."""
         return sum(int(batch.record_count()) for batch in self._open.values())
 
+    def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> bool:
+        """Append one record (a None value: a tombstone) to its topic partition's open batch,
+        opened here when there is none; False, with nothing appended, when that batch is full
+        (`add` hands it over first). Most records go this way, without a coroutine each."""
+        at = (topic, partition)
+        batch: Any = self._open.get(at)
+        if batch is None:
+            batch = self._open[at] = self._producer().create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:
+                # A batch always takes its first record, whatever its size.
+                raise RuntimeError(f"an empty record batch refused a record of {len(value or b''):,} bytes")
+            return True
+        return batch.append(key=key, value=value, timestamp=None) is not None
+
     async def add(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Append one record (a None value: a tombstone); a full batch is handed over first."""
+        if self.append(topic, partition, key, value):
+            return
         at = (topic, partition)
-        while True:
-            batch: Any = self._open.get(at)
-            fresh = batch is None
-            if fresh:
-                batch = self._open[at] = self._producer().create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is not None:
-                return
-            if fresh:  # a batch always takes its first record, whatever its size
-                raise RuntimeError(f"an empty record batch refused a record of {len(value or b''):,} bytes")
-            del self._open[at]
-            await self._hand_over(at, batch)
+        await self._hand_over(at, self._open.pop(at))
+        self.append(topic, partition, key, value)  # into a fresh batch, which takes it
 
     async def flush(self) -> None:
         """Hand every open batch over to the producer (it sends them; this does not wait for that)."""
