@@ -154,6 +154,22 @@ def test_a_record_written_again_with_fewer_parts_deletes_the_old_ones() -> None:
     assert loaded is not None and loaded.parts == {b"s1": 4} and loaded.table.pages == 1
 
 
+def test_a_record_is_written_and_sized_alike_with_the_hosts_state_and_without() -> None:
+    """`physical` with a host's state (the worker's: a record in one piece whose older version
+    was too takes a shorter way) writes what it writes without one, then the tombstones of an
+    older version's parts, and keeps the record's bytes and the host's key prefix."""
+    layout = StateLayout(PARAMS, 4, max_record_bytes=2048)
+    state = HostState(HostTable(PARAMS.table))
+    for suffix, value in [(b"d1", b"x" * 100), (b"d1", b"y" * 50), (b"s0", b"a" * 5000), (b"s0", b"c" * 10),
+                          (b"s0", b"d" * 20)]:
+        stateless = layout.physical(HOST, suffix, value)
+        writes = layout.physical(HOST, suffix, value, state)
+        assert writes[: len(stateless)] == stateless
+        assert all(v is None for _, v in writes[len(stateless) :])
+        assert state.sizes[suffix] == sum(len(k) + len(v) for k, v in stateless if v is not None)
+    assert state.prefix == host_prefix(HOST) and state.parts == {}
+
+
 def test_the_table_bound_is_the_same_live_and_rebuilt() -> None:
     """A table bound to 6,000 entries (a pathological host): the rebuilt table (snapshot + deltas,
     the bound applied after each) equals the live one, and keeps the template."""
