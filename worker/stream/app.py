@@ -598,7 +598,7 @@ class StreamWorker:
         host = page.host
         hs = self.hosts.get(host)
         if hs is None:
-            hs = await self._host(host, tp.partition)
+            hs = await self._load_host(host, tp.partition)
         else:
             self.hosts.move_to_end(host)
         table = hs.table
@@ -741,12 +741,9 @@ class StreamWorker:
         )
         await self._publish(host, outcome.clean, (), page.source, raw)
 
-    async def _host(self, host: str, partition: int) -> HostState:
-        """The live state of a host, loaded from the partition's store on first use."""
-        hs = self.hosts.get(host)
-        if hs is not None:
-            self.hosts.move_to_end(host)
-            return hs
+    async def _load_host(self, host: str, partition: int) -> HostState:
+        """A host that is not live: its state loaded from the partition's store (a new one where
+        it has none), and made live (`process` looks the live ones up itself)."""
         try:
             loaded = self.layout.host_state(host, self._records(partition, host))
         except StateError as exc:
@@ -792,14 +789,14 @@ class StreamWorker:
         hs.index_page, hs.index_ms = offset, now_ms
         return [(key, entry.to_bytes())]
 
-    async def _before_snapshot(self, host: str, page_no: int, tp: TP, hs: HostState | None = None) -> None:
+    async def _before_snapshot(self, host: str, page_no: int, tp: TP, hs: HostState) -> None:
         """Make sure the pages the older snapshot covers are committed before it is dropped.
         `hs`: the host's live state, which knows the input offset of the page of its last
         snapshot when this process wrote it (else that page's delta is read from the store)."""
         old = page_no - self.layout.k
         if old <= 0:
             return
-        if hs is not None and hs.snapshot_page == old:
+        if hs.snapshot_page == old:
             old_offset: int | None = hs.snapshot_offset
         else:
             old_offset = self._page_offset(tp.partition, host, old)
@@ -841,7 +838,7 @@ class StreamWorker:
     # -- whole hosts leave -------------------------------------------------------------------
 
     async def _maybe_sweep(self, now_ms: int) -> None:
-        if not self.policy.expires:
+        if not self._expires:
             return
         now = time.monotonic()
         # A sweep reads every host's index entry: its time grows with the hosts held (0.8 s for
