@@ -19,7 +19,7 @@ def test_records_reach_each_partition_in_order_a_batch_at_a_time(cluster: Cluste
     batch is full, the rest at `flush`; each partition's records arrive in the order they were
     added, tombstones included, and each batch's callback gets its record count, whose sum and
     offsets match what the broker holds. Half of the records go by `append`, which refuses a
-    record its partition's full batch cannot take (then `add` hands that batch over first)."""
+    record its partition's full batch cannot take (then `add_to_fresh` hands that batch over first)."""
     topic = cluster.settings.topic_events
     big = b"x" * 40_000  # a batch holds 256 KB: the partition-0 run fills several
     sent: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
@@ -43,7 +43,7 @@ def test_records_reach_each_partition_in_order_a_batch_at_a_time(cluster: Cluste
                     await box.add(topic, part, key, value)
                 elif not box.append(topic, part, key, value):
                     refused.append(i)
-                    await box.add(topic, part, key, value)
+                    await box.add_to_fresh(topic, part, key, value)
                 sent[part].append((key, value))
             left = len(box)
             await box.flush()

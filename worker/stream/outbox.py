@@ -48,7 +48,7 @@ class Outbox:
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> bool:
         """Append one record (a None value: a tombstone) to its topic partition's open batch,
         opened here when there is none; False, with nothing appended, when that batch is full
-        (`add` hands it over first). Most records go this way, without a coroutine each."""
+        (then `add_to_fresh`). Most records go this way, without a coroutine each."""
         at = (topic, partition)
         batch: Any = self._open.get(at)
         if batch is None:
@@ -61,11 +61,15 @@ class Outbox:
 
     async def add(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """Append one record (a None value: a tombstone); a full batch is handed over first."""
-        if self.append(topic, partition, key, value):
-            return
+        if not self.append(topic, partition, key, value):
+            await self.add_to_fresh(topic, partition, key, value)
+
+    async def add_to_fresh(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
+        """A record `append` refused: its topic partition's full batch handed over, then the
+        record into a fresh batch, which takes it."""
         at = (topic, partition)
         await self._hand_over(at, self._open.pop(at))
-        self.append(topic, partition, key, value)  # into a fresh batch, which takes it
+        self.append(topic, partition, key, value)
 
     async def flush(self) -> None:
         """Hand every open batch over to the producer (it sends them; this does not wait for that)."""
