@@ -4,9 +4,11 @@ number; a job that fails or is killed fails the run (exit 1) and leaves the stat
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -31,6 +33,7 @@ from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.io.sources import Undecoded, iter_inputs
 from detemplate.offline import HostCount, RunSummary, run_pages
 from detemplate.parallel import JobFailedError, JobSpec, job_of, resolve_jobs, run_jobs
+from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
 from detemplate.state.rocks import RocksStore
 
@@ -194,6 +197,92 @@ def test_the_merge_orders_records_by_place_then_a_sweeps_by_bytes(tmp_path: Path
     out = io.BytesIO()
     parallel._merge([a, empty, b], out)
     assert out.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\nb4\na5\n"
+
+
+def test_the_merge_writes_what_is_final_as_the_jobs_go_and_the_rest_at_the_end(tmp_path: Path) -> None:
+    """Merged a piece at a time (`_Merge.advance`: below a position, within the bytes each job
+    has published), the output is the whole merge's: nothing at or past the bound, and no
+    record the published bytes cut off, is written before its time."""
+    writes_a = [(0, b"a0\n"), (0, b"a0+\n"), (3, b"a3\n"), (3, b"sweep host-a\n", "sweep"),
+                (3, b"sweep host-c\n", "sweep"), (5, b"a5\n"), (7, b"a7\n")]
+    writes_b = [(1, b"b1\n"), (3, b"sweep host-b\n", "sweep"), (4, b"b4\n"), (6, b"b6\n")]
+    a = _job_file(tmp_path / "a", writes_a)
+    b = _job_file(tmp_path / "b", writes_b)
+    whole = io.BytesIO()
+    parallel._merge([a, b], whole)
+    head = parallel._RECORD.size
+    sizes = [a.stat().st_size, b.stat().st_size]
+    b_through_4 = sum(head + len(w[1]) for w in writes_b[:3])
+
+    out = io.BytesIO()
+    merge = parallel._Merge([a, b], out)
+    merge.advance(0, [0, 0])  # nothing published yet
+    assert out.getvalue() == b""
+    merge.advance(3, [sizes[0], b_through_4 - 1])  # b's third record cut off: b's first only
+    assert out.getvalue() == b"a0\na0+\nb1\n"
+    merge.advance(4, [sizes[0], b_through_4])  # position 3: its own records, then the sweeps' by bytes
+    assert out.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\n"
+    merge.advance(4, sizes)  # the same bound again: nothing more
+    merge.advance(parallel._FINAL, sizes)
+    assert out.getvalue() == whole.getvalue()
+    assert whole.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\nb4\na5\nb6\na7\n"
+
+
+def test_a_job_writes_nothing_below_the_position_it_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the parent's merge while the jobs run rests on: once a job has published a
+    position and its files' bytes (after every item here), every record it writes after them is
+    at that position or later: a held first page let out by its bound, and a sweep's events,
+    included. The job runs in this process, fed its batches through a pipe as the parent feeds it."""
+    monkeypatch.setattr(parallel, "_PUBLISH_BYTES", 0)  # publish after every item
+    published: list[tuple[int, int, int]] = []
+    publish = parallel._Published.publish
+
+    def recording(self: parallel._Published, below: int) -> None:
+        publish(self, below)
+        published.append((self.out.filed, self.events.filed, below))
+
+    monkeypatch.setattr(parallel._Published, "publish", recording)
+    # This job's items at positions with gaps (the other jobs' items between): first pages held
+    # past their bound of 3 (two let out at exactly the position the job published last), and
+    # hosts unseen for 10,000 positions dropped at the sweeps.
+    sites = [[sp.page for sp in make_site(f"held{n}.example", 3, seed=n, layout="docs")] for n in range(3)]
+    items = [(0, sites[0][0]), (3, sites[1][0]), (6, sites[0][1]), (9, sites[2][0]), (10, sites[1][1]),
+             (12, sites[2][1]), (15, sites[0][2]), (25_003, sites[1][2]), (25_010, sites[2][2])]
+    params = EngineParams(pagelevel=dataclasses.replace(EngineParams().pagelevel, hold_first=3))
+    policy = ExpiryPolicy(ttl_pages=10_000)
+    spec = JobSpec(("-",), 2, params, "jsonl", OutputOptions(), run_pages, events=True, policy=policy)
+    reader, writer = multiprocessing.Pipe(duplex=False)
+
+    def feed() -> None:
+        for message in ([(seq, page) for seq, page in items[:4]], [(seq, page) for seq, page in items[4:]], 25_020):
+            parallel._write_all(writer.fileno(), parallel._frame(message))
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    shared = multiprocessing.Array("q", 4)
+    parallel._decide_share(spec, tmp_path, 0, shared, reader)
+    feeder.join()
+    out_path, events_path, _ = parallel._paths(tmp_path, 0)
+
+    def records(path: Path) -> list[tuple[int, int, int]]:
+        """(offset where the record ends, seq, index) of each record of a job's file."""
+        data, at, found = path.read_bytes(), 0, []
+        while at < len(data):
+            seq, index, length = parallel._RECORD.unpack_from(data, at)
+            at += parallel._RECORD.size + length
+            found.append((at, seq, index))
+        return found
+
+    outs, events = records(out_path), records(events_path)
+    assert len(outs) == 9 and any(seq not in dict(items) for _, seq, _ in outs)  # pages placed by their bound
+    assert any(index == parallel._SWEEP and seq < 25_000 for _, seq, index in events)  # a sweep's drop events
+    assert len(published) == len(items) + 1 and published[-1] == (outs[-1][0], events[-1][0], parallel._FINAL)
+    assert [below for _, _, below in published[:-1]] == [seq for seq, _ in items]
+    for out_bytes, event_bytes, below in published:
+        for filed, found in ((out_bytes, outs), (event_bytes, events)):
+            assert filed in {0} | {end for end, _, _ in found}  # whole records
+            assert all(seq >= below for end, seq, _ in found if end > filed)
+    assert shared[:] == [len(items), *published[-1]]
 
 
 def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -> None:
@@ -449,6 +538,7 @@ from detemplate import parallel
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.offline import RunSummary, run_pages
+from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
 
 spec = parallel.JobSpec((sys.argv[1],), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
@@ -647,7 +737,7 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
 
     code, err = _run_and_act(cmd, interrupt)
     assert code == 130, err
-    assert "interrupted: the jobs stopped, no page written" in err
+    assert "interrupted: the jobs stopped; the output holds the pages merged so far, the state is as it was" in err
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
         time.sleep(0.05)  # polling a condition with a deadline

@@ -358,7 +358,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
-            done = "state and output written up to the last page" if jobs == 1 else "the jobs stopped, no page written"
+            done = (
+                "state and output written up to the last page" if jobs == 1
+                else "the jobs stopped; the output holds the pages merged so far, the state is as it was"
+            )
             print(f"interrupted: {done}", file=sys.stderr)
             for line in summary.lines():
                 print(line, file=sys.stderr)

@@ -36,10 +36,12 @@ the input inflated once a job: docs/parallel.md measures both).
   out by `pagelevel.hold_first`, under the seq it goes after, at an index past that seq's
   own records (`_RecordSink.place`). The parent's own Writer wrote the file's header (WET's
   warcinfo record), and the parent merges the N files by (seq, index) into the one output:
-  the bytes of `--jobs 1`. Parquet's jobs write each row as a record; the parent's ParquetWriter makes
-  the row groups from them in input order, as one job does.
+  the bytes of `--jobs 1`. It merges while the jobs run, each time it looks at them, every
+  record the jobs have made final (`_Merge`, `_Published`), and the rest at the end. Parquet's
+  jobs write each row as a record; the parent's ParquetWriter makes the row groups from them
+  in input order, as one job does.
 - A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
-  others are stopped, nothing is merged, the state is left as it was.
+  others are stopped, the output holds what was merged before, the state is left as it was.
 """
 
 from __future__ import annotations
@@ -84,8 +86,6 @@ from .state.memory import MemoryStore
 from .state.rocks import ReadOnlyTables, RocksStore
 
 if TYPE_CHECKING:
-    from multiprocessing.sharedctypes import Synchronized
-
     from _typeshed import ReadableBuffer
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ _RECORD = struct.Struct("<QII")
 _AFTER = 1 << 31  # the index of a record placed after a position's own (see _RecordSink.place)
 _SWEEP = 1 << 30  # the index of a sweep's events: after a position's own, before those placed after it
 _POLL_SECONDS = 0.2  # how often the parent looks at the workers' counters and exits
+_MERGE_POLL_SECONDS = 0.02  # ...once a job has ended (`Jobs.wait`)
 _STOP_SECONDS = 10.0  # how long a stopped worker gets before it is killed
 _BATCH_ITEMS = 32  # items handed to a job at once (one pickle, one pipe write)...
 _BATCH_CHARS = 1 << 20  # ...or fewer, when their HTML reaches this many characters
@@ -109,6 +110,9 @@ _FIRST_BATCH_SHIFT = 4
 # Batches waiting for a job at most: how far the parent reads ahead of a job (about 64 MB of
 # HTML), so that a long run of one job's hosts in the input does not leave the others idle.
 _QUEUE_BATCHES = 64
+# A job flushes its files and tells the parent how far they are final (`_Published`) every
+# this many bytes of records, about its files' buffers' size: the parent merges up to there.
+_PUBLISH_BYTES = 1 << 20
 
 
 Batch = list[tuple[int, RawPage | DeadPage | Undecoded]]  # items of one job with their place in the input
@@ -225,6 +229,7 @@ class _RecordSink(io.BytesIO):
         self.seq = self.current = -1
         self.index = 0
         self.sweeping: tuple[int, int] | None = None  # (seq, index) to go back to after a sweep's events
+        self.filed = 0  # bytes written to `fh`: the records, their heads included
 
     def at(self, seq: int) -> None:
         self.seq = self.current = seq
@@ -256,6 +261,7 @@ class _RecordSink(io.BytesIO):
         if self.seq >= 0 and chunk:
             self.fh.write(_RECORD.pack(self.seq, self.index, len(chunk)))
             self.fh.write(chunk)
+            self.filed += _RECORD.size + len(chunk)
             if self.sweeping is None:
                 self.index += 1
         return len(chunk)
@@ -308,49 +314,91 @@ class _Chunk:
     __hash__ = None  # type: ignore[assignment]  # compared, never hashed
 
 
-def _records(view: memoryview) -> Iterator[tuple[int, int, _Chunk]]:
-    """The records of a job's file (`view`: its bytes), in the order written (seq order)."""
+def _records(view: memoryview, at: int, below: int) -> tuple[list[tuple[int, int, _Chunk]], int]:
+    """The records of a job's file (`view`: its bytes from some offset on) from `at` on, in the
+    order written (seq order), up to the first at a position of `below` or after; with the
+    offset where they end."""
     unpack, head = _RECORD.unpack_from, _RECORD.size
-    at, size = 0, len(view)
-    while at < size:
+    size = len(view)
+    out = []
+    while at + head <= size:
         seq, index, length = unpack(view, at)
-        at += head
-        yield seq, index, _Chunk(view, at, at + length)
-        at += length
+        if seq >= below or at + head + length > size:
+            break
+        out.append((seq, index, _Chunk(view, at + head, at + head + length)))
+        at += head + length
+    return out, at
+
+
+class _Merge:
+    """The jobs' records into the run's output in input order (`out`, or as Parquet rows into
+    `writer`), written as they become final rather than all once the last job has ended.
+
+    A job publishes, every _PUBLISH_BYTES of records (`_Published`), how many bytes of its files
+    it has flushed and the position below which it will write nothing more: the position of
+    the item it has just decided (a held first page it lets out later goes after a position no
+    earlier, and so do its sweeps' events); a job that has ended, all of its files and no bound.
+    `advance` writes every record at a position below the least of the running jobs' bounds:
+    each job's are then all in its files, so the order is the one a merge of the whole files
+    gives (by position, then by write; a sweep's events at one position by their bytes), and
+    nothing at a position it wrote comes after. The parent advances it whenever it looks at
+    the jobs (`Jobs.check`), and once more at the end; the end's merge is then what the jobs
+    wrote since the last look, where it was the whole output (docs/parallel.md, "The merge
+    while the jobs run").
+
+    Each file's new part is mapped, not read: a record goes from the file's pages straight into
+    `out.write` (one copy)."""
+
+    def __init__(self, paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
+        self.paths = list(paths)
+        self.out = out
+        self.parquet = writer if isinstance(writer, ParquetWriter) else None
+        self.taken = [0] * len(self.paths)  # each file's bytes merged
+
+    def advance(self, below: int, sizes: Sequence[int]) -> None:
+        """Write every record at a position below `below` that the first sizes[i] bytes of
+        file i hold (whole records: what its job flushed) and not written yet."""
+        maps: list[mmap.mmap] = []
+        views: list[memoryview] = []
+        runs = []
+        try:
+            for i, path in enumerate(self.paths):
+                start, size = self.taken[i], sizes[i]
+                if size <= start:
+                    continue
+                base = start - start % mmap.ALLOCATIONGRANULARITY  # (a map starts at a page)
+                with open(path, "rb") as fh:
+                    maps.append(mmap.mmap(fh.fileno(), size - base, access=mmap.ACCESS_READ, offset=base))
+                if hasattr(mmap, "MADV_SEQUENTIAL"):  # read once, front to back: read ahead, drop behind
+                    maps[-1].madvise(mmap.MADV_SEQUENTIAL)
+                views.append(memoryview(maps[-1]))
+                run, end = _records(views[-1], start - base, below)
+                self.taken[i] = base + end
+                runs.append(run)
+            parquet = self.parquet
+            for _seq, _index, chunk in heapq.merge(*runs):
+                if parquet is not None:
+                    row, size = pickle.loads(chunk.data())  # our own job's bytes, written by _ParquetRows
+                    parquet._add(row, size)
+                else:
+                    self.out.write(chunk.data())
+        finally:
+            runs.clear()
+            for view in views:
+                view.release()
+            for mapped in maps:
+                # A record's bytes that an error's traceback still holds (a writer's frame) keep
+                # their map open: it closes when they go, and the error is the one raised.
+                with contextlib.suppress(BufferError):
+                    mapped.close()
+
+
+_FINAL = (1 << 63) - 1  # the bound of a job that has ended: past every position (`_END` included)
 
 
 def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
-    """The workers' records in input order: into `out`, or as Parquet rows into `writer`.
-
-    Each file is mapped, not read: a record goes from the file's pages straight into
-    `out.write` (one copy, where reading copied it twice more; the merge of the crawl's
-    100 MB output took 0.05-0.06 s instead of 0.07-0.08, docs/parallel.md)."""
-    maps: list[mmap.mmap] = []
-    views: list[memoryview] = []
-    try:
-        for path in paths:
-            with open(path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size == 0:  # (mmap refuses an empty file)
-                    continue
-                maps.append(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
-            if hasattr(mmap, "MADV_SEQUENTIAL"):  # read once, front to back: read ahead, drop behind
-                maps[-1].madvise(mmap.MADV_SEQUENTIAL)
-            views.append(memoryview(maps[-1]))
-        parquet = writer if isinstance(writer, ParquetWriter) else None
-        for _seq, _index, chunk in heapq.merge(*map(_records, views)):
-            if parquet is not None:
-                row, size = pickle.loads(chunk.data())  # our own job's bytes, written by _ParquetRows
-                parquet._add(row, size)
-            else:
-                out.write(chunk.data())
-    finally:
-        for view in views:
-            view.release()
-        for mapped in maps:
-            # A record's bytes that an error's traceback still holds (a writer's frame) keep
-            # their map open: it closes when they go, and the error is the one raised.
-            with contextlib.suppress(BufferError):
-                mapped.close()
+    """The whole of the workers' files, merged in input order into `out` (or `writer`)."""
+    _Merge(paths, out, writer).advance(_FINAL, [os.stat(path).st_size for path in paths])
 
 
 class _ParquetRows(ParquetWriter):
@@ -636,9 +684,38 @@ def _owner(item: RawPage | DeadPage | Undecoded, jobs: int) -> int:
     return 0 if isinstance(item, DeadPage) else job_of(item.host, jobs)
 
 
-def _decide_share(
-    spec: JobSpec, work: Path, index: int, done: Synchronized[int], inbox: Connection
-) -> Any:
+class _Published:
+    """What a job has published to the parent: pages decided, the bytes of its output and event
+    files flushed, and the position below which it writes nothing more (`_Merge`); one shared
+    array of the job's (`Jobs._make`), written here and read by the parent."""
+
+    def __init__(self, shared: Any, out: _RecordSink, events: _RecordSink) -> None:
+        self.shared = shared
+        self.out, self.events = out, events
+        self.pages = 0
+        self.filed = 0  # the records' bytes when last published
+
+    def decided(self, seq: int) -> None:
+        """The item at position `seq` is decided: count it; every _PUBLISH_BYTES of records,
+        flush the files and publish how far they are final."""
+        self.pages += 1
+        filed = self.out.filed + self.events.filed
+        if filed - self.filed < _PUBLISH_BYTES:
+            self.shared[0] = self.pages  # (one slot: the parent's progress bar reads it alone)
+            return
+        self.filed = filed
+        self.publish(seq)
+
+    def publish(self, below: int) -> None:
+        """Flush the files and publish their bytes, and `below`: the job writes nothing more at
+        an earlier position (_FINAL: nothing more at all)."""
+        self.out.fh.flush()
+        self.events.fh.flush()
+        with self.shared.get_lock():
+            self.shared[:] = [self.pages, self.out.filed, self.events.filed, below]
+
+
+def _decide_share(spec: JobSpec, work: Path, index: int, shared: Any, inbox: Connection) -> Any:
     """Decide this worker's pages of the whole input; its summary."""
     # The parent's first message: the first batch, or the go of a job that reads the input
     # itself (an empty one). The parent sends it once it has opened the run's state, so a job
@@ -653,21 +730,24 @@ def _decide_share(
             events = _RecordSink(ev_fh)
             writer = _job_writer(spec.fmt, out, spec.options)
             placement = _Placement(out, events)
+            published = _Published(shared, out, events)
 
             def mine() -> Iterator[RawPage | DeadPage]:
                 for seq, item in _own_items(spec, index, inbox, first, placement):
                     out.at(seq)
                     events.at(seq)
                     yield item
-                    done.value += 1
+                    published.decided(seq)
 
             try:
-                return spec.decide(
+                summary = spec.decide(
                     mine(), store, spec.params, None, events if spec.events else None, spec.with_html, None, writer,
                     placement,
                 )
             finally:
                 writer.close()
+            published.publish(_FINAL)  # every record written: the files whole
+            return summary
     finally:
         store.close()
 
@@ -676,7 +756,7 @@ def _work(
     spec: JobSpec,
     work: str,
     index: int,
-    done: Synchronized[int],
+    shared: Any,
     conn: Connection,
     inbox: Connection,
     gc_threshold: tuple[int, ...],
@@ -691,7 +771,7 @@ def _work(
     if blas_threads is not None:
         blas.set_threads(blas_threads)
     try:
-        summary = _decide_share(spec, Path(work), index, done, inbox)
+        summary = _decide_share(spec, Path(work), index, shared, inbox)
     except DetemplateError as exc:
         conn.send(("error", str(exc)))
         return
@@ -784,10 +864,11 @@ class Jobs:
             self.ctx.set_forkserver_preload([__name__])
         self.processes: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
-        self.counters: list[Synchronized[int]] = []
+        self.published: list[Any] = []  # each job's `_Published` array
         self.inboxes: list[_Inbox] = []
         self.summaries: dict[int, Any] = {}
         self.show: Callable[[int | None], None] = lambda done: None  # the progress bar: `run`
+        self.merges: list[_Merge] = []  # the output's and the events' (`run_jobs`): merged as the jobs go
         self.work = work
         self._sends: list[Connection] = []
         self._starter = threading.Thread()
@@ -820,18 +901,18 @@ class Jobs:
         """Job `index`'s process (not started), pipes, counter and inbox."""
         ctx = self.ctx
         recv, send = ctx.Pipe(duplex=False)
-        done = ctx.Value("q", 0)
+        shared = ctx.Array("q", 4)  # what the job publishes (`_Published`)
         inbox = _Inbox(ctx)
         process = ctx.Process(
             target=_work,
-            args=(self.spec, str(self.work), index, done, send, inbox.reader, gc.get_threshold(), threads),
+            args=(self.spec, str(self.work), index, shared, send, inbox.reader, gc.get_threshold(), threads),
             name=f"detemplate-job-{index}",
             daemon=True,
         )
         self.conns.append(recv)
         self.inboxes.append(inbox)
         self.processes.append(process)
-        self.counters.append(done)
+        self.published.append(shared)
         self._sends.append(send)
 
     def _start_processes(self, threads: int | None = None, make: bool = False) -> None:
@@ -885,7 +966,24 @@ class Jobs:
                 self.processes[i].join()
             elif self.processes[i].exitcode is not None:
                 raise JobFailedError(f"job {i + 1} of {jobs} ended before it finished ({_ended(self.processes[i])})")
-        self.show(sum(c.value for c in self.counters))
+        self.merge_ready()
+        self.show(sum(shared[0] for shared in self.published))
+
+    def merge_ready(self) -> None:
+        """Merge every record the jobs have made final so far (`_Merge`) into the run's output
+        and events."""
+        if not self.merges or not self.published:
+            return
+        below = _FINAL
+        sizes: list[list[int]] = [[], []]
+        for shared in self.published:
+            with shared.get_lock():
+                _pages, out_bytes, event_bytes, bound = shared[:]
+            below = min(below, bound)
+            sizes[0].append(out_bytes)
+            sizes[1].append(event_bytes)
+        for merge, filed in zip(self.merges, sizes, strict=False):
+            merge.advance(below, filed)
 
     def run(self, total: int | None) -> list[Any]:
         """Feed the jobs (or tell them to read) and wait for every one; their summaries."""
@@ -939,7 +1037,10 @@ class Jobs:
         pending = range(self.spec.jobs)
         while len(self.summaries) < self.spec.jobs:
             todo = [i for i in pending if i not in self.summaries]
-            wait([self.conns[i] for i in todo] + [self.processes[i].sentinel for i in todo], _POLL_SECONDS)
+            # Once a job has ended, a core is free: the parent merges what the others make final
+            # as they go, so that little is left to merge after the last (`_Merge`).
+            timeout = _MERGE_POLL_SECONDS if self.summaries else _POLL_SECONDS
+            wait([self.conns[i] for i in todo] + [self.processes[i].sentinel for i in todo], timeout)
             self.check()
         return [self.summaries[i] for i in pending]
 
@@ -1034,13 +1135,14 @@ def _decide_and_merge(
     jobs: Jobs, store: SegmentStore, writer: Writer, events_out: IO[bytes] | None, summary: Any, total: int | None
 ) -> None:
     spec, work = jobs.spec, jobs.work
+    jobs.merges = [_Merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)]
+    if events_out is not None:
+        jobs.merges.append(_Merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out))
     try:
         parts = jobs.run(total)
+        jobs.merge_ready()  # what the jobs wrote since the parent last looked: every job has ended
     finally:
         jobs.stop()
-    _merge([_paths(work, i)[0] for i in range(spec.jobs)], writer.out, writer)
-    if events_out is not None:
-        _merge([_paths(work, i)[1] for i in range(spec.jobs)], events_out)
     add_summaries(summary, parts)
     if spec.state is not None:
         _copy_tables(spec, work, store, sum(part.pages for part in parts))
