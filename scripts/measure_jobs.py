@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import dataclasses
 import filecmp
+import gc
 import gzip
 import logging
 import os
@@ -65,7 +66,9 @@ def one_run(argv: list[str], read: bool, fork_server: bool = False) -> int:
             return start_jobs(dataclasses.replace(spec, feed=False), *args, **kwargs)
 
         parallel.start_jobs = reading  # the measured alternative, same signature
-    return cli.main(["run", *argv])
+    code = cli.main(["run", *argv])
+    gc.freeze()  # as the command exits (cli.entry)
+    return code
 
 
 def timed(argv: list[str], read: bool, fork_server: bool = False) -> tuple[float, float, list[float], list[float]]:

@@ -1,8 +1,6 @@
 """`python -m detemplate`: the command line, as the `detemplate` command runs it."""
 
-import sys
-
-from .cli import main
+from .cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
