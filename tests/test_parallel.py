@@ -5,6 +5,7 @@ number; a job that fails or is killed fails the run (exit 1) and leaves the stat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import io
 import json
@@ -233,7 +234,6 @@ def test_a_job_writes_nothing_below_the_position_it_published(tmp_path: Path, mo
     position and its files' bytes (after every item here), every record it writes after them is
     at that position or later: a held first page let out by its bound, and a sweep's events,
     included. The job runs in this process, fed its batches through a pipe as the parent feeds it."""
-    monkeypatch.setattr(parallel, "_PUBLISH_BYTES", 0)  # publish after every item
     published: list[tuple[int, int, int]] = []
     publish = parallel._Published.publish
 
@@ -250,7 +250,8 @@ def test_a_job_writes_nothing_below_the_position_it_published(tmp_path: Path, mo
              (12, sites[2][1]), (15, sites[0][2]), (25_003, sites[1][2]), (25_010, sites[2][2])]
     params = EngineParams(pagelevel=dataclasses.replace(EngineParams().pagelevel, hold_first=3))
     policy = ExpiryPolicy(ttl_pages=10_000)
-    spec = JobSpec(("-",), 2, params, "jsonl", OutputOptions(), run_pages, events=True, policy=policy)
+    spec = JobSpec(("-",), 2, params, "jsonl", OutputOptions(), run_pages, events=True, policy=policy,
+                   publish_bytes=0)  # published after every item
     reader, writer = multiprocessing.Pipe(duplex=False)
 
     def feed() -> None:
@@ -283,6 +284,50 @@ def test_a_job_writes_nothing_below_the_position_it_published(tmp_path: Path, mo
             assert filed in {0} | {end for end, _, _ in found}  # whole records
             assert all(seq >= below for end, seq, _ in found if end > filed)
     assert shared[:] == [len(items), *published[-1]]
+
+
+def _held_back(marker: str, pages: Iterable[Any], *args: Any) -> Any:
+    """offline.run_pages in a job, with its 10th item held back until `marker` exists (the
+    parent has merged records of the jobs while they run)."""
+
+    def held(pages: Iterable[Any]) -> Iterable[Any]:
+        for n, page in enumerate(pages):
+            if n == 9:
+                deadline = time.monotonic() + DEADLINE_SECONDS
+                while not os.path.exists(marker) and time.monotonic() < deadline:
+                    time.sleep(0.01)  # polling a condition with a deadline
+            yield page
+
+    return run_pages(held(pages), *args)
+
+
+def test_the_parent_merges_while_the_jobs_run_and_writes_the_bytes_of_one(
+    crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each job publishes after every item and holds its 10th back until the parent has merged
+    some of the run's records (a marker file, made by the parent's merge): so records are
+    merged while both jobs run, and the output and events are still the bytes of one job."""
+    one, one_events = tmp_path / "one.jsonl", tmp_path / "one-events.jsonl"
+    run([crawl], one, "--jobs", "1", "--events", str(one_events))
+    marker = tmp_path / "merged"
+    merged_early: list[int] = []
+    advance = parallel._Merge.advance
+
+    def watched(self: parallel._Merge, below: int, sizes: Any) -> None:
+        before = sum(self.taken)
+        advance(self, below, sizes)
+        if below < parallel._FINAL and sum(self.taken) > before:
+            merged_early.append(sum(self.taken) - before)
+            marker.touch()
+
+    monkeypatch.setattr(parallel._Merge, "advance", watched)
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(),
+                   functools.partial(_held_back, str(marker)), events=True, publish_bytes=0)
+    out, events = io.BytesIO(), io.BytesIO()
+    run_jobs(spec, MemoryStore(), make_writer("jsonl", out, OutputOptions()), events, RunSummary())
+    assert marker.exists() and merged_early  # records merged before every job had ended
+    assert out.getvalue() == one.read_bytes()
+    assert events.getvalue() == one_events.read_bytes()
 
 
 def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -> None:

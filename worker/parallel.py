@@ -217,6 +217,7 @@ class JobSpec:
     state: str | None = None
     policy: ExpiryPolicy | None = None  # the run's expiry policy and table bound (a job's: `job_policy`)
     feed: bool = True  # the parent reads the input once and hands each job its pages; False: every job reads it
+    publish_bytes: int = _PUBLISH_BYTES  # how often a job tells the parent how far its files are final
 
 
 class _RecordSink(io.BytesIO):
@@ -334,7 +335,7 @@ class _Merge:
     """The jobs' records into the run's output in input order (`out`, or as Parquet rows into
     `writer`), written as they become final rather than all once the last job has ended.
 
-    A job publishes, every _PUBLISH_BYTES of records (`_Published`), how many bytes of its files
+    A job publishes, every `JobSpec.publish_bytes` of records (`_Published`), how many bytes of its files
     it has flushed and the position below which it will write nothing more: the position of
     the item it has just decided (a held first page it lets out later goes after a position no
     earlier, and so do its sweeps' events); a job that has ended, all of its files and no bound.
@@ -689,18 +690,19 @@ class _Published:
     files flushed, and the position below which it writes nothing more (`_Merge`); one shared
     array of the job's (`Jobs._make`), written here and read by the parent."""
 
-    def __init__(self, shared: Any, out: _RecordSink, events: _RecordSink) -> None:
+    def __init__(self, shared: Any, out: _RecordSink, events: _RecordSink, every: int) -> None:
         self.shared = shared
         self.out, self.events = out, events
+        self.every = every
         self.pages = 0
         self.filed = 0  # the records' bytes when last published
 
     def decided(self, seq: int) -> None:
-        """The item at position `seq` is decided: count it; every _PUBLISH_BYTES of records,
+        """The item at position `seq` is decided: count it; every `every` bytes of records,
         flush the files and publish how far they are final."""
         self.pages += 1
         filed = self.out.filed + self.events.filed
-        if filed - self.filed < _PUBLISH_BYTES:
+        if filed - self.filed < self.every:
             self.shared[0] = self.pages  # (one slot: the parent's progress bar reads it alone)
             return
         self.filed = filed
@@ -730,7 +732,7 @@ def _decide_share(spec: JobSpec, work: Path, index: int, shared: Any, inbox: Con
             events = _RecordSink(ev_fh)
             writer = _job_writer(spec.fmt, out, spec.options)
             placement = _Placement(out, events)
-            published = _Published(shared, out, events)
+            published = _Published(shared, out, events, spec.publish_bytes)
 
             def mine() -> Iterator[RawPage | DeadPage]:
                 for seq, item in _own_items(spec, index, inbox, first, placement):
