@@ -583,7 +583,6 @@ from detemplate import parallel
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.offline import RunSummary, run_pages
-from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
 
 spec = parallel.JobSpec((sys.argv[1],), 2, EngineParams(), "jsonl", OutputOptions(), run_pages)
