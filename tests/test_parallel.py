@@ -229,6 +229,36 @@ def test_the_merge_writes_what_is_final_as_the_jobs_go_and_the_rest_at_the_end(t
     assert whole.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\nb4\na5\nb6\na7\n"
 
 
+def test_the_merge_hands_the_disk_blocks_of_what_it_wrote_back(tmp_path: Path) -> None:
+    """The jobs' files do not hold the run's output once more: each advance of the merge frees
+    the disk blocks of the whole pages it has written (where the file system can: Linux's
+    fallocate punching a hole), keeps the files' sizes, and what is left merges as before."""
+    probe = tmp_path / "probe"
+    probe.write_bytes(b"x" * (1 << 16))
+    with open(probe, "r+b") as fh:
+        if not parallel._punch(fh.fileno(), 0, 1 << 16):
+            pytest.skip(f"the file system at {tmp_path} cannot punch holes: the jobs' files keep what is merged")
+    pages = [b"%02d" % n + b"p" * 4000 + b"\n" for n in range(64)]
+    a = _job_file(tmp_path / "a", [(n, pages[n]) for n in range(0, 64, 2)])
+    b = _job_file(tmp_path / "b", [(n, pages[n]) for n in range(1, 64, 2)])
+    sizes = [a.stat().st_size, b.stat().st_size]
+    for path in (a, b):  # the files' blocks allocated now (a file system may put that off)
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+    allocated = [os.stat(path).st_blocks * 512 for path in (a, b)]
+    assert min(allocated) >= 32 * 4003
+    out = io.BytesIO()
+    merge = parallel._Merge([a, b], out)
+    merge.advance(48, sizes)  # three quarters of each file written
+    assert out.getvalue() == b"".join(pages[:48])
+    for path, before, taken, size in zip((a, b), allocated, merge.taken, sizes, strict=True):
+        assert taken >= 24 * 4003
+        assert os.stat(path).st_blocks * 512 <= before - (taken - taken % 4096) + 4096
+        assert path.stat().st_size == size
+    merge.advance(parallel._FINAL, sizes)
+    assert out.getvalue() == b"".join(pages)
+
+
 def test_a_job_writes_nothing_below_the_position_it_published(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the parent's merge while the jobs run rests on: once a job has published a
     position and its files' bytes (after every item here), every record it writes after them is

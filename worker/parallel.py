@@ -37,7 +37,9 @@ the input inflated once a job: docs/parallel.md measures both).
   own records (`_RecordSink.place`). The parent's own Writer wrote the file's header (WET's
   warcinfo record), and the parent merges the N files by (seq, index) into the one output:
   the bytes of `--jobs 1`. It merges while the jobs run, each time it looks at them, every
-  record the jobs have made final (`_Merge`, `_Published`), and the rest at the end. Parquet's
+  record the jobs have made final (`_Merge`, `_Published`), and the rest at the end; the disk
+  blocks of what it has merged go back to the file system (`_punch`), so the jobs' files hold
+  what is not merged yet, not the run's output once more. Parquet's
   jobs write each row as a record; the parent's ParquetWriter makes the row groups from them
   in input order, as one job does.
 - A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
@@ -47,7 +49,9 @@ the input inflated once a job: docs/parallel.md measures both).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
+import functools
 import gc
 import heapq
 import io
@@ -331,6 +335,33 @@ def _records(view: memoryview, at: int, below: int) -> tuple[list[tuple[int, int
     return out, at
 
 
+_FALLOC_FL_KEEP_SIZE = 0x01  # Linux's fallocate(2) modes
+_FALLOC_FL_PUNCH_HOLE = 0x02
+
+
+def _punch(fd: int, offset: int, length: int) -> bool:
+    """Free the disk blocks of bytes [offset, offset + length) of the file `fd`, its size kept
+    (Linux's fallocate with FALLOC_FL_PUNCH_HOLE: the bytes then read as zeros); False where
+    the system or the file system cannot."""
+    fallocate = _fallocate()
+    if fallocate is None:
+        return False
+    done: int = fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, offset, length)
+    return done == 0
+
+
+@functools.cache
+def _fallocate() -> Any:
+    """The C library's fallocate, or None where there is none."""
+    try:
+        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    except (OSError, AttributeError):
+        return None
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    fallocate.restype = ctypes.c_int
+    return fallocate
+
+
 class _Merge:
     """The jobs' records into the run's output in input order (`out`, or as Parquet rows into
     `writer`), written as they become final rather than all once the last job has ended.
@@ -355,10 +386,14 @@ class _Merge:
         self.out = out
         self.parquet = writer if isinstance(writer, ParquetWriter) else None
         self.taken = [0] * len(self.paths)  # each file's bytes merged
+        self.freed = [0] * len(self.paths)  # each file's bytes whose disk blocks were handed back
+        self.punch = _LINUX  # whether to hand them back (False once the file system refused)
 
     def advance(self, below: int, sizes: Sequence[int]) -> None:
         """Write every record at a position below `below` that the first sizes[i] bytes of
-        file i hold (whole records: what its job flushed) and not written yet."""
+        file i hold (whole records: what its job flushed) and not written yet; then give the
+        file system back the disk blocks of what is written (`_punch`)."""
+        files: list[IO[bytes]] = []
         maps: list[mmap.mmap] = []
         views: list[memoryview] = []
         runs = []
@@ -368,8 +403,8 @@ class _Merge:
                 if size <= start:
                     continue
                 base = start - start % mmap.ALLOCATIONGRANULARITY  # (a map starts at a page)
-                with open(path, "rb") as fh:
-                    maps.append(mmap.mmap(fh.fileno(), size - base, access=mmap.ACCESS_READ, offset=base))
+                files.append(open(path, "r+b"))  # noqa: SIM115  # closed below, with the maps
+                maps.append(mmap.mmap(files[-1].fileno(), size - base, access=mmap.ACCESS_READ, offset=base))
                 if hasattr(mmap, "MADV_SEQUENTIAL"):  # read once, front to back: read ahead, drop behind
                     maps[-1].madvise(mmap.MADV_SEQUENTIAL)
                 views.append(memoryview(maps[-1]))
@@ -392,13 +427,28 @@ class _Merge:
                 # their map open: it closes when they go, and the error is the one raised.
                 with contextlib.suppress(BufferError):
                     mapped.close()
+            for fh in files:
+                fh.close()
+        self._free()
+
+    def _free(self) -> None:
+        """The merged part of each file, whole pages of it, handed back to the file system, so
+        that the jobs' files hold what is not merged yet rather than the run's whole output
+        once more (where the file system cannot, they keep it as before)."""
+        for i, path in enumerate(self.paths):
+            upto = self.taken[i] - self.taken[i] % mmap.PAGESIZE
+            if upto > self.freed[i] and self.punch:
+                with open(path, "r+b") as fh:
+                    self.punch = _punch(fh.fileno(), self.freed[i], upto - self.freed[i])
+                self.freed[i] = upto
 
 
 _FINAL = (1 << 63) - 1  # the bound of a job that has ended: past every position (`_END` included)
 
 
 def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
-    """The whole of the workers' files, merged in input order into `out` (or `writer`)."""
+    """The whole of the workers' files, merged in input order into `out` (or `writer`), the
+    disk blocks of what is written handed back as the run's merge does."""
     _Merge(paths, out, writer).advance(_FINAL, [os.stat(path).st_size for path in paths])
 
 
@@ -871,6 +921,7 @@ class Jobs:
         self.summaries: dict[int, Any] = {}
         self.show: Callable[[int | None], None] = lambda done: None  # the progress bar: `run`
         self.merges: list[_Merge] = []  # the output's and the events' (`run_jobs`): merged as the jobs go
+        self._next_look = 0.0  # when `_put` looks at the jobs next (`check`)
         self.work = work
         self._sends: list[Connection] = []
         self._starter = threading.Thread()
@@ -940,8 +991,10 @@ class Jobs:
             raise JobFailedError(f"the jobs could not be started: {self._start_error}") from self._start_error
 
     def check(self) -> None:
-        """Take the summaries of finished workers; JobFailedError when one failed or died, or
-        its pages could not be handed over."""
+        """Take the summaries of finished workers, merge what the jobs have made final, show
+        their pages; JobFailedError when one failed or died, or its pages could not be handed
+        over."""
+        self._next_look = time.monotonic() + _POLL_SECONDS
         if not self._done_starting.is_set():
             return  # not every job started yet: nothing can have ended
         self.started()
@@ -1029,9 +1082,12 @@ class Jobs:
         while True:
             try:
                 self.inboxes[index].put(parts, timeout=_POLL_SECONDS)
-                return
+                break
             except queue_module.Full:
                 self.check()
+        if time.monotonic() >= self._next_look:  # the jobs looked at while the parent reads, too
+            self.check()
+
 
     def wait(self) -> list[Any]:
         """Every worker's summary, in job order."""
