@@ -393,7 +393,6 @@ class _Merge:
         """Write every record at a position below `below` that the first sizes[i] bytes of
         file i hold (whole records: what its job flushed) and not written yet; then give the
         file system back the disk blocks of what is written (`_punch`)."""
-        files: list[IO[bytes]] = []
         maps: list[mmap.mmap] = []
         views: list[memoryview] = []
         runs = []
@@ -403,8 +402,8 @@ class _Merge:
                 if size <= start:
                     continue
                 base = start - start % mmap.ALLOCATIONGRANULARITY  # (a map starts at a page)
-                files.append(open(path, "r+b"))  # noqa: SIM115  # closed below, with the maps
-                maps.append(mmap.mmap(files[-1].fileno(), size - base, access=mmap.ACCESS_READ, offset=base))
+                with open(path, "rb") as fh:
+                    maps.append(mmap.mmap(fh.fileno(), size - base, access=mmap.ACCESS_READ, offset=base))
                 if hasattr(mmap, "MADV_SEQUENTIAL"):  # read once, front to back: read ahead, drop behind
                     maps[-1].madvise(mmap.MADV_SEQUENTIAL)
                 views.append(memoryview(maps[-1]))
@@ -427,8 +426,6 @@ class _Merge:
                 # their map open: it closes when they go, and the error is the one raised.
                 with contextlib.suppress(BufferError):
                     mapped.close()
-            for fh in files:
-                fh.close()
         self._free()
 
     def _free(self) -> None:
