@@ -186,6 +186,11 @@ def _job_file(path: Path, writes: Iterable[tuple[int, bytes] | tuple[int, bytes,
     return path
 
 
+def _merge(paths: list[Path], out: Any) -> None:
+    """The whole of the jobs' files merged into `out`, as the run's last merge does."""
+    parallel._Merge(paths, out).advance(parallel._FINAL, [path.stat().st_size for path in paths])
+
+
 def test_the_merge_orders_records_by_place_then_a_sweeps_by_bytes(tmp_path: Path) -> None:
     """The parent's merge of the jobs' files (mapped, not read): records by their item, several
     of one item in the order written, a sweep's events from every job after the item's own,
@@ -196,7 +201,7 @@ def test_the_merge_orders_records_by_place_then_a_sweeps_by_bytes(tmp_path: Path
     b = _job_file(tmp_path / "b", [(1, b"b1\n"), (3, b"sweep host-b\n", "sweep"), (4, b"b4\n")])
     empty = _job_file(tmp_path / "empty", [])
     out = io.BytesIO()
-    parallel._merge([a, empty, b], out)
+    _merge([a, empty, b], out)
     assert out.getvalue() == b"a0\na0+\nb1\na3\nsweep host-a\nsweep host-b\nsweep host-c\nb4\na5\n"
 
 
@@ -210,7 +215,7 @@ def test_the_merge_writes_what_is_final_as_the_jobs_go_and_the_rest_at_the_end(t
     a = _job_file(tmp_path / "a", writes_a)
     b = _job_file(tmp_path / "b", writes_b)
     whole = io.BytesIO()
-    parallel._merge([a, b], whole)
+    _merge([a, b], whole)
     head = parallel._RECORD.size
     sizes = [a.stat().st_size, b.stat().st_size]
     b_through_4 = sum(head + len(w[1]) for w in writes_b[:3])
@@ -374,7 +379,7 @@ def test_a_writer_that_fails_in_the_merge_raises_its_own_error(tmp_path: Path) -
             return super().write(data)
 
     with pytest.raises(OSError, match="No space left") as caught:
-        parallel._merge([a, b], FullDisk())
+        _merge([a, b], FullDisk())
     assert caught.value.__context__ is None
 
 

@@ -429,11 +429,14 @@ class _Merge:
         self._free()
 
     def _free(self) -> None:
-        """The merged part of each file, whole pages of it, handed back to the file system, so
-        that the jobs' files hold what is not merged yet rather than the run's whole output
-        once more (where the file system cannot, they keep it as before)."""
+        """The merged part of each file, whole pages of it (those before the page `advance`
+        maps next), handed back to the file system, so that the jobs' files hold what is not
+        merged yet rather than the run's whole output once more (where the file system
+        cannot, they keep it as before)."""
+        if not self.punch:
+            return
         for i, path in enumerate(self.paths):
-            upto = self.taken[i] - self.taken[i] % mmap.PAGESIZE
+            upto = self.taken[i] - self.taken[i] % mmap.ALLOCATIONGRANULARITY
             if upto > self.freed[i] and self.punch:
                 with open(path, "r+b") as fh:
                     self.punch = _punch(fh.fileno(), self.freed[i], upto - self.freed[i])
@@ -441,12 +444,6 @@ class _Merge:
 
 
 _FINAL = (1 << 63) - 1  # the bound of a job that has ended: past every position (`_END` included)
-
-
-def _merge(paths: Sequence[Path], out: IO[bytes], writer: Writer | None = None) -> None:
-    """The whole of the workers' files, merged in input order into `out` (or `writer`), the
-    disk blocks of what is written handed back as the run's merge does."""
-    _Merge(paths, out, writer).advance(_FINAL, [os.stat(path).st_size for path in paths])
 
 
 class _ParquetRows(ParquetWriter):

@@ -18,13 +18,13 @@ def test_records_reach_each_partition_in_order_a_batch_at_a_time(cluster: Cluste
     """Records added to the outbox go to the producer as record batches: one when a partition's
     batch is full, the rest at `flush`; each partition's records arrive in the order they were
     added, tombstones included, and each batch's callback gets its record count, whose sum and
-    offsets match what the broker holds. Half of the records go by `append`, which refuses a
-    record its partition's full batch cannot take (then `add_to_fresh` hands that batch over first)."""
+    offsets match what the broker holds. Each record goes by `append`, which refuses a record its
+    partition's full batch cannot take (then `add_to_fresh` hands that batch over first)."""
     topic = cluster.settings.topic_events
     big = b"x" * 40_000  # a batch holds 256 KB: the partition-0 run fills several
     sent: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
     batches: list[tuple[int, int, int]] = []  # (partition, first offset, records)
-    refused: list[int] = []  # the records `append` left to `add`
+    refused: list[int] = []  # the records `append` left to `add_to_fresh`
 
     async def go() -> int:
         prod = producer(cluster.bootstrap)
@@ -39,9 +39,7 @@ def test_records_reach_each_partition_in_order_a_batch_at_a_time(cluster: Cluste
                 part = 0 if i < 20 else i % PARTITIONS
                 value = big if part == 0 else (None if i % 7 == 0 else b"v%d" % i)
                 key = b"k%d" % i
-                if i % 2:
-                    await box.add(topic, part, key, value)
-                elif not box.append(topic, part, key, value):
+                if not box.append(topic, part, key, value):
                     refused.append(i)
                     await box.add_to_fresh(topic, part, key, value)
                 sent[part].append((key, value))

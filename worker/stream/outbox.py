@@ -59,11 +59,6 @@ class Outbox:
             return True
         return batch.append(key=key, value=value, timestamp=None) is not None
 
-    async def add(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
-        """Append one record (a None value: a tombstone); a full batch is handed over first."""
-        if not self.append(topic, partition, key, value):
-            await self.add_to_fresh(topic, partition, key, value)
-
     async def add_to_fresh(self, topic: str, partition: int, key: bytes | None, value: bytes | None) -> None:
         """A record `append` refused: its topic partition's full batch handed over, then the
         record into a fresh batch, which takes it."""
