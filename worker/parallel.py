@@ -1031,7 +1031,8 @@ class Jobs:
             below = min(below, bound)
             sizes[0].append(out_bytes)
             sizes[1].append(event_bytes)
-        for merge, filed in zip(self.merges, sizes, strict=False):
+        # The output's merge, then the events' where the run writes them.
+        for merge, filed in zip(self.merges, sizes[: len(self.merges)], strict=True):
             merge.advance(below, filed)
 
     def run(self, total: int | None) -> list[Any]:
@@ -1081,7 +1082,6 @@ class Jobs:
                 self.check()
         if time.monotonic() >= self._next_look:  # the jobs looked at while the parent reads, too
             self.check()
-
 
     def wait(self) -> list[Any]:
         """Every worker's summary, in job order."""
