@@ -6,11 +6,13 @@ Every import of every module counts, those inside functions too. The parts, from
 bottom up; an import may only point down, or stay inside its part:
 
     engine     pure: page walk, detectors, table, pipeline; imports nothing else of the package
+    blas, interrupts   BLAS's threads; how Ctrl-C and SIGTERM stop a command: import nothing
     state, io  the stores and the changelog layout; sources and codecs: import the engine only
-    settings   runtime settings, the only reader of the environment: imports the engine only
-    parallel   `run --jobs`: processes over hosts; imports the engine, state and io (offline's
-               run_pages is handed to it)
-    offline, stream   the two shells: import the engine, state, io and settings (offline: parallel)
+    settings   runtime settings, the only reader of the environment: imports the engine (and blas)
+    parallel   `run --jobs`: processes over hosts; imports the engine, state, io and blas
+               (offline's run_pages is handed to it)
+    offline, stream   the two shells: import the engine, state and io; offline parallel and
+               interrupts, stream settings
     tools      eval, bench, show, samples, training, batch research algorithms, soak, the test broker
     cli, __main__, the package's __init__ (its public API)
 
@@ -34,14 +36,17 @@ SOURCE = Path(__file__).resolve().parent.parent / "worker"
 ALLOWED: dict[str, set[str]] = {
     "engine": set(),
     "blas": set(),
+    "interrupts": set(),
     "state": {"engine"},
     "io": {"engine"},
     "settings": {"engine", "blas"},
     "parallel": {"engine", "state", "io", "blas"},
-    "offline": {"engine", "state", "io", "parallel"},
+    "offline": {"engine", "state", "io", "parallel", "interrupts"},
     "stream": {"engine", "state", "io", "settings"},
     "tools": {"engine", "state", "io", "settings", "parallel", "offline", "stream"},
-    "cli": {"engine", "state", "io", "settings", "parallel", "offline", "stream", "tools", "__init__", "blas"},
+    "cli": {
+        "engine", "state", "io", "settings", "parallel", "offline", "stream", "tools", "__init__", "blas", "interrupts",
+    },
     "__main__": {"cli"},
     "__init__": {"engine", "state", "io"},
 }

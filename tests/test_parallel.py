@@ -4,6 +4,7 @@ number; a job that fails or is killed fails the run (exit 1) and leaves the stat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -797,7 +798,11 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("how", "said", "exit_code"), [
+    (signal.SIGINT, "interrupted", 130),  # Ctrl-C
+    (signal.SIGTERM, "terminated", 143),  # a process manager's stop (systemd, Kubernetes, `timeout`)
+])
+def test_ctrl_c_or_sigterm_stops_the_jobs_and_says_so(tmp_path: Path, how: int, said: str, exit_code: int) -> None:
     pages = write_jsonl(_crawl(120, seed=11), tmp_path / "pages.jsonl")  # 900 pages: seconds of work
     state = tmp_path / "state"
     # Ctrl-C's KeyboardInterrupt even where this test's own process ignores SIGINT (a job in
@@ -812,11 +817,19 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
 
     def interrupt(proc: subprocess.Popen[bytes], started: list[int]) -> None:
         jobs.extend(started)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(how)
 
     code, err = _run_and_act(cmd, interrupt)
-    assert code == 130, err
-    assert "interrupted: the jobs stopped; the output holds the pages merged so far, the state is as it was" in err
+    assert code == exit_code, err
+    said_merged = re.search(
+        said + r": the jobs stopped; the output holds the first ([\d,]+) records, those merged so far; "
+        r"the state is as it was",
+        err,
+    )
+    assert said_merged is not None, err
+    out = tmp_path / "out.jsonl"  # (none where the interrupt came before the run opened it)
+    written = out.read_bytes().count(b"\n") if out.exists() else 0
+    assert written == int(said_merged.group(1).replace(",", ""))
     deadline = time.monotonic() + DEADLINE_SECONDS
     while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
         time.sleep(0.05)  # polling a condition with a deadline
@@ -825,6 +838,153 @@ def test_ctrl_c_stops_the_jobs_and_says_so(tmp_path: Path) -> None:
     store = RocksStore(state, EngineParams().table)
     assert list(store.hosts()) == []  # nothing of the interrupted run reached the state
     store.close()
+
+
+def test_a_killed_run_leaves_no_job_behind_and_the_next_run_removes_its_folder(tmp_path: Path) -> None:
+    # SIGKILL (or the out-of-memory killer) leaves the run no way to stop its jobs: the kernel
+    # ends them with it (parallel._end_with_parent), and their folder, which nothing could
+    # remove, goes with the next run beside the same state.
+    pages = write_jsonl(_crawl(120, seed=12), tmp_path / "pages.jsonl")
+    state = tmp_path / "state"
+    cmd = [sys.executable, "-m", "detemplate", "run", str(pages), "--output", str(tmp_path / "out.jsonl"),
+           "--state", str(state), "--jobs", "2"]
+    jobs: list[int] = []
+
+    def kill(proc: subprocess.Popen[bytes], started: list[int]) -> None:
+        jobs.extend(started)
+        proc.kill()
+
+    code, _err = _run_and_act(cmd, kill)
+    assert code == -signal.SIGKILL
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not all(_gone(pid) for pid in jobs) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition with a deadline
+    assert all(_gone(pid) for pid in jobs), "no job outlives a killed run"
+    left = list(tmp_path.glob(".detemplate-jobs-*"))
+    assert len(left) == 1  # nothing could remove it
+
+    done = subprocess.run([*cmd[:-2], "--jobs", "1"], capture_output=True, check=True)
+    assert f"removed {left[0]}, the jobs' folder of an earlier run that was killed" in done.stderr.decode()
+    assert not list(tmp_path.glob(".detemplate-jobs-*"))
+
+
+def test_only_the_folders_no_run_holds_are_removed(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    # A killed run's folder: its lock file names the run, and nothing holds the lock.
+    killed = tmp_path / ".detemplate-jobs-killed"
+    killed.mkdir()
+    (killed / parallel._LOCK_NAME).write_text("12345\n")
+    (killed / "out-0.bin").write_bytes(b"x" * 100)
+    # A running run's: its lock held (by another process: flock locks are per open file).
+    running = tmp_path / ".detemplate-jobs-running"
+    running.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[2]); from detemplate import parallel; "
+         "from pathlib import Path; parallel._hold(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()",
+         str(running), str(Path(__file__).resolve().parents[1])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        # One being made: no lock file yet, or one with no process id in it yet.
+        making = tmp_path / ".detemplate-jobs-making"
+        making.mkdir()
+        empty = tmp_path / ".detemplate-jobs-empty"
+        empty.mkdir()
+        (empty / parallel._LOCK_NAME).write_bytes(b"")
+        assert parallel.remove_abandoned(state) == [killed]
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            ".detemplate-jobs-empty", ".detemplate-jobs-making", ".detemplate-jobs-running"]
+    finally:
+        holder.communicate(b"")
+    assert parallel.remove_abandoned(state) == [running]  # its run has ended
+
+
+def _arriving_hosts(hosts: int, pages: int, spread: int) -> list[Any]:
+    """`hosts` sites of `pages` pages each, host h's page j at h + spread * j: a new host about
+    every record, so that at any point some `spread` hosts wait for their second page (their
+    first pages held: engine/firstpages.py)."""
+    layouts = ("blog", "docs", "news")
+    keyed = [
+        (h + spread * j, h, j, page)
+        for h in range(hosts)
+        for j, page in enumerate(make_site(f"arriving{h}.example", pages, seed=h, layout=layouts[h % 3]))
+    ]
+    return [page for *_, page in sorted(keyed)]
+
+
+@pytest.mark.parametrize(("how", "said", "exit_code"), [
+    (signal.SIGINT, "interrupted", 130), (signal.SIGTERM, "terminated", 143)])
+def test_a_stopped_run_of_one_job_wrote_what_a_run_of_the_pages_it_read_writes(
+    tmp_path: Path, how: int, said: str, exit_code: int
+) -> None:
+    # The interrupt waits for the page being decided (offline.run_pages): the output, events
+    # and state are those of a run over the records it read, its held first pages written as
+    # at the input's end. The pages come on standard input, more than the run reads ahead:
+    # while some are still to be written it is busy deciding those it has, and the signal is
+    # sent while it is stopped (SIGSTOP), mostly in the middle of a page.
+    data = write_jsonl(_arriving_hosts(450, 4, 25), tmp_path / "pages.jsonl").read_bytes()  # 5.5 MB
+    lines = data.splitlines(keepends=True)
+    code = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from detemplate.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    out, events, state = tmp_path / "out.jsonl", tmp_path / "events.jsonl", tmp_path / "state"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", "-", "--output", str(out), "--events", str(events), "--state", str(state)],
+        stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    written = [0]
+
+    def feed() -> None:  # the whole input, a line at a time; the pipe left open: the run waits for more
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            for line in lines:
+                proc.stdin.write(line)
+                proc.stdin.flush()
+                written[0] += len(line)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while written[0] < 4_000_000 and feeder.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)  # polling a condition with a deadline
+        assert feeder.is_alive(), "the run read the whole input before it was stopped"
+        proc.send_signal(signal.SIGSTOP)
+        proc.send_signal(how)
+        proc.send_signal(signal.SIGCONT)
+        err = proc.stderr.read().decode() if proc.stderr is not None else ""
+        proc.wait(timeout=DEADLINE_SECONDS)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
+        feeder.join(DEADLINE_SECONDS)
+    assert proc.returncode == exit_code, err
+    told = re.search(said + r": the output, events and state hold the input's first ([\d,]+) records", err)
+    assert told is not None, err
+    read = int(told.group(1).replace(",", ""))
+    assert 0 < read < len(lines)
+
+    prefix = tmp_path / "prefix.jsonl"
+    prefix.write_bytes(b"".join(lines[:read]))
+    run([prefix], tmp_path / "again.jsonl", "--events", str(tmp_path / "again-events.jsonl"), "--state",
+        str(tmp_path / "again-state"))
+    assert out.read_bytes().count(b"\n") == read  # every page read, the held first pages too
+    assert out.read_bytes() == (tmp_path / "again.jsonl").read_bytes()
+    assert events.read_bytes() == (tmp_path / "again-events.jsonl").read_bytes()
+    tables = []
+    for path in (state, tmp_path / "again-state"):
+        store = RocksStore(path, EngineParams().table)
+        tables.append({host: store.get(host).to_bytes() for host in store.hosts()})  # type: ignore[union-attr]
+        store.close()
+    assert tables[0] == tables[1] and tables[0]
 
 
 def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from . import __version__, settings
+from . import __version__, interrupts, settings
 from .engine.errors import ConfigError
 
 # Every command: the module that owns it (under detemplate) and the function there that adds
@@ -96,7 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"detemplate: {exc}", file=sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        with interrupts.interrupts():
+            return int(args.func(args) or 0)
+    except interrupts.Terminated:
+        print("terminated", file=sys.stderr)
+        return 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

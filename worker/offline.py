@@ -14,6 +14,7 @@ import argparse
 import gzip
 import logging
 import math
+import signal
 import sys
 import time
 from collections import Counter
@@ -25,7 +26,7 @@ from typing import IO, Protocol
 
 from xxhash import xxh3_64_intdigest
 
-from . import parallel
+from . import interrupts, parallel
 from .engine import page
 from .engine.errors import BadInputError, ConfigError, DetemplateError
 from .engine.firstpages import Decided, FirstPages
@@ -266,31 +267,41 @@ def run_pages(
                 boundary(at)
 
     done = 0  # the input's records decided up to this one (by this job and, before it, the others)
+    held_back = interrupts.HELD_BACK  # an interrupt (`run`'s Ctrl-C, SIGTERM) waits for the page
     try:
         for item in pages:
-            at = summary.pages if placement is None else placement.position()
-            summary.pages += 1
-            boundaries_up_to(at)
-            done = at + 1
-            store.advance(done)
-            due = first_pages.due(at)
-            if due:  # held first pages whose second page did not come in time: as decided alone
-                publish(due)
-                if placement is not None:
-                    placement.place(None)
-            if isinstance(item, DeadPage):
-                summary.errors[item.reason] += 1
-                writer.dead(item)
-            else:
-                outcome, _ballot, walked = process_decision(item, store, params, with_html)
-                publish(first_pages.decided(item, outcome, None, at, walked=walked))
-                write_events(store.take_events())  # a bounded table's event after the page's
-            if done % FLUSH_EVERY_PAGES == 0:
-                boundary(done)
+            held_back.held = True
+            try:
+                at = summary.pages if placement is None else placement.position()
+                summary.pages += 1
+                boundaries_up_to(at)
+                done = at + 1
+                store.advance(done)
+                due = first_pages.due(at)
+                if due:  # held first pages whose second page did not come in time: as decided alone
+                    publish(due)
+                    if placement is not None:
+                        placement.place(None)
+                if isinstance(item, DeadPage):
+                    summary.errors[item.reason] += 1
+                    writer.dead(item)
+                else:
+                    outcome, _ballot, walked = process_decision(item, store, params, with_html)
+                    publish(first_pages.decided(item, outcome, None, at, walked=walked))
+                    write_events(store.take_events())  # a bounded table's event after the page's
+                if done % FLUSH_EVERY_PAGES == 0:
+                    boundary(done)
+            finally:
+                held_back.held = False
+            if held_back.pending is not None:
+                held_back.raise_pending()
         end = summary.pages if placement is None else placement.records()
         boundaries_up_to(end)
         done = end
         publish(first_pages.flush())  # the end of the input: what is still held, in input order
+    except KeyboardInterrupt:  # stopped between two pages: what is held goes out, as at the input's end
+        publish(first_pages.flush())
+        raise
     finally:
         summary.seconds += time.perf_counter() - started
         summary.markdown_fallbacks = writer.fallbacks
@@ -319,6 +330,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         pages = iter_inputs(args.inputs, params.segment.max_page_bytes)
         total = None if "-" in args.inputs else estimate_total(args.inputs)
         jobs = parallel.resolve_jobs(args.jobs, args.inputs)
+        for work in parallel.remove_abandoned(args.state):
+            print(f"detemplate run: removed {work}, the jobs' folder of an earlier run that was killed",
+                  file=sys.stderr)
     except ConfigError as exc:
         print(f"detemplate run: {exc}", file=sys.stderr)
         return 2
@@ -326,9 +340,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # WET writes a gzip member a record itself; Parquet compresses itself.
     own_gzip = fmt == "wet" and args.output.lower().endswith(".gz")
     options = OutputOptions(blocks=not args.no_blocks, segment=params.segment, gz=own_gzip)
-    with ExitStack() as stack:
+    started: parallel.Jobs | None = None
+    # Ctrl-C and SIGTERM stop the run between two pages (run_pages holds them back within one).
+    with interrupts.interrupts((signal.SIGINT, signal.SIGTERM)), ExitStack() as stack:
         try:
-            started = None
             if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
                 spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
                                         bool(args.events), args.state, policy)
@@ -357,15 +372,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         except DetemplateError as exc:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
-            done = (
-                "state and output written up to the last page" if jobs == 1
-                else "the jobs stopped; the output holds the pages merged so far, the state is as it was"
-            )
-            print(f"interrupted: {done}", file=sys.stderr)
-            for line in summary.lines():
-                print(line, file=sys.stderr)
-            return 130
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+            terminated = isinstance(exc, interrupts.Terminated)
+            if jobs == 1:  # (stopped between two pages: run_pages)
+                done = (f"the output, events and state hold the input's first {summary.pages:,} records, "
+                        "as a run of those alone would write them")
+            else:  # (the summary is the jobs', which a stopped job does not send: nothing to print)
+                merged = started.merges[0].records if started is not None and started.merges else 0
+                done = (f"the jobs stopped; the output holds the first {merged:,} records, those merged so far; "
+                        "the state is as it was")
+            print(f"{'terminated' if terminated else 'interrupted'}: {done}", file=sys.stderr)
+            if jobs == 1:
+                for line in summary.lines():
+                    print(line, file=sys.stderr)
+            return 143 if terminated else 130
     for line in summary.lines():
         print(line, file=sys.stderr)
     return 0

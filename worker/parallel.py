@@ -44,6 +44,8 @@ the input inflated once a job: docs/parallel.md measures both).
   in input order, as one job does.
 - A worker that fails (an exception, a kill) fails the run (JobFailedError: exit 1); the
   others are stopped, the output holds what was merged before, the state is left as it was.
+  The run stopped (Ctrl-C, SIGTERM) stops its jobs likewise; killed, it takes them with it
+  (`_end_with_parent`), and the next run removes the folder they left (`remove_abandoned`).
 """
 
 from __future__ import annotations
@@ -388,6 +390,7 @@ class _Merge:
         self.taken = [0] * len(self.paths)  # each file's bytes merged
         self.freed = [0] * len(self.paths)  # each file's bytes whose disk blocks were handed back
         self.punch = _LINUX  # whether to hand them back (False once the file system refused)
+        self.records = 0  # written to `out` so far
 
     def advance(self, below: int, sizes: Sequence[int]) -> None:
         """Write every record at a position below `below` that the first sizes[i] bytes of
@@ -410,6 +413,7 @@ class _Merge:
                 run, end = _records(views[-1], start - base, below)
                 self.taken[i] = base + end
                 runs.append(run)
+                self.records += len(run)
             parquet = self.parquet
             for _seq, _index, chunk in heapq.merge(*runs):
                 if parquet is not None:
@@ -807,9 +811,15 @@ def _work(
     inbox: Connection,
     gc_threshold: tuple[int, ...],
     blas_threads: int | None = None,
+    parent: int | None = None,
 ) -> None:
-    """A worker process: its summary to `conn`, or the error that stopped it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C
+    """A worker process: its summary to `conn`, or the error that stopped it. `parent`: the
+    process id of the run that forked it (None: it came from the fork server)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers on Ctrl-C...
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # ...by SIGTERM (a forked job has the run's handler)
+    if hasattr(signal, "pthread_sigmask"):  # a job starts with both held back (`_no_interrupt`)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _end_with_parent(parent)
     # The garbage collector and BLAS's threads as the parent has them (the command line raises
     # the first threshold and sets one thread: settings.tune_gc, tune_blas). A forked job has
     # them already; the fork server's interpreter started with the defaults.
@@ -827,14 +837,40 @@ def _work(
     conn.send(("ok", (summary, time.process_time(), _waited[0])))
 
 
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
+
+
+def _end_with_parent(parent: int | None) -> None:
+    """Have the kernel kill this job when the process that started it ends (Linux). A run
+    stops its jobs itself, on every way out that runs Python (an error, Ctrl-C, SIGTERM:
+    `Jobs.stop`); this is for the ways that do not: the run killed by SIGKILL or the kernel's
+    out-of-memory killer. A forked job would otherwise wait for ever on its inbox, with its
+    RocksDB and files open: the fork gave it its inbox's writing end too, and the jobs forked
+    after it, so the inbox does not end with the run. A job of
+    the fork server goes when the server does, which ends with the run. `parent`: the run's
+    process id, for a forked job: gone already (before the request was made), the job ends
+    now. Where prctl cannot be called, nothing changes (the fork server's jobs, the only ones
+    off Linux, see their inbox end with the run)."""
+    if not _LINUX:
+        return
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
 @contextlib.contextmanager
-def _no_sigint() -> Iterator[None]:
-    """SIGINT held back from the calling thread for the block (delivered after it), where the
-    platform can."""
+def _no_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM (interrupts.py) held back from the calling thread
+    for the block (delivered after it), where the platform can."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         yield
     finally:
@@ -934,14 +970,15 @@ class Jobs:
         the engine: a quarter of a second the parent would otherwise wait out)."""
         threads = blas.threads()
         if self.fork:
-            with _no_sigint():  # Ctrl-C between two forks would leave `stop` a job it does not know
+            with _no_interrupt():  # Ctrl-C between two forks would leave `stop` a job it does not know
                 self._start_processes(threads, make=True)
             self.started()
             return
         for index in range(self.spec.jobs):
             self._make(index, threads)
         self._starter = threading.Thread(target=self._start_processes, name="detemplate-job-starter", daemon=True)
-        with _no_sigint():  # Ctrl-C after the thread is launched but before it has an ident would hide it from `stop`
+        # An interrupt after the thread is launched but before it has an ident would hide it from `stop`.
+        with _no_interrupt():
             self._starter.start()
 
     def _make(self, index: int, threads: int | None) -> None:
@@ -952,7 +989,8 @@ class Jobs:
         inbox = _Inbox(ctx)
         process = ctx.Process(
             target=_work,
-            args=(self.spec, str(self.work), index, shared, send, inbox.reader, gc.get_threshold(), threads),
+            args=(self.spec, str(self.work), index, shared, send, inbox.reader, gc.get_threshold(), threads,
+                  os.getpid() if self.fork else None),
             name=f"detemplate-job-{index}",
             daemon=True,
         )
@@ -1127,11 +1165,11 @@ def start_jobs(spec: JobSpec, fork: bool | None = None) -> Iterator[Jobs]:
     temporary one); stopped and the folder removed on leaving. `fork` None: forked where
     `_can_fork`. Call it before this process opens the run's state or output (`run_jobs`
     gives the jobs their first pages only then)."""
-    root = Path(spec.state).resolve().parent if spec.state else None
+    root = work_root(spec.state)
     try:
-        if root is not None:
-            root.mkdir(parents=True, exist_ok=True)  # the state folder's, which the run makes
-        work = Path(tempfile.mkdtemp(prefix=".detemplate-jobs-", dir=root))
+        root.mkdir(parents=True, exist_ok=True)  # the state folder's, which the run makes
+        work = Path(tempfile.mkdtemp(prefix=WORK_PREFIX, dir=root))
+        lock = _hold(work)
     except OSError as exc:
         raise StateError(f"cannot make the jobs' folder beside the state folder {spec.state}: {exc}") from exc
     try:
@@ -1143,6 +1181,66 @@ def start_jobs(spec: JobSpec, fork: bool | None = None) -> Iterator[Jobs]:
             jobs.stop()
     finally:
         remove_work(work)
+        os.close(lock)
+
+
+WORK_PREFIX = ".detemplate-jobs-"
+_LOCK_NAME = "run.lock"
+
+
+def _hold(work: Path) -> int:
+    """Lock the jobs' folder `work` for the run (an exclusive flock on its lock file, which
+    holds the run's process id); the file's descriptor, to close once the folder is removed.
+    A forked job holds the lock with the run (its copy of the descriptor): a folder whose lock
+    is free is no run's."""
+    import fcntl
+
+    fd = os.open(work / _LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, f"{os.getpid()}\n".encode())  # after the lock: a file with a pid was locked
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def work_root(state: str | None) -> Path:
+    """Where a run's jobs' folder goes: beside its state folder, or in the temporary one."""
+    return Path(state).resolve().parent if state else Path(tempfile.gettempdir())
+
+
+def remove_abandoned(state: str | None) -> list[Path]:
+    """Remove the jobs' folders that no run holds where a run with this state would make its
+    own (`work_root`): those of a run killed where no clean-up could run (SIGKILL, the
+    out-of-memory killer), which hold its jobs' unmerged records and tables. A folder is
+    abandoned when its lock file names a process and its lock is free; one without a lock
+    file, or whose file is still empty, is being made (or is from a run before the lock), and
+    is left. Every `run` calls it first, whatever its jobs. Returns the folders removed."""
+    import fcntl
+
+    removed: list[Path] = []
+    try:
+        found = sorted(work_root(state).glob(WORK_PREFIX + "*"))
+    except OSError:  # a folder that cannot be read: nothing of ours can be removed there
+        return removed
+    for work in found:
+        try:
+            fd = os.open(work / _LOCK_NAME, os.O_RDONLY)
+        except OSError:  # none (yet), or not ours to open
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not os.read(fd, 32).strip():
+                    continue  # locked before its pid is written: a run making it
+            except OSError:
+                continue  # a run holds it
+            shutil.rmtree(work, ignore_errors=True)
+            removed.append(work)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def add_summaries(total: Any, parts: Iterable[Any]) -> None:

@@ -454,3 +454,5 @@ def tune_blas(environ: Any = None) -> int | None:
         return None
     environ["OPENBLAS_NUM_THREADS"] = str(threads)
     return blas.set_threads(threads)
+
+
