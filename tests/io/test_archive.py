@@ -373,3 +373,13 @@ def test_stdin_reads_a_gzip_warc(tmp_path: Path) -> None:
     out = list(iter_inputs(["-"], stdin=io.BufferedReader(io.BytesIO(data))))  # type: ignore[arg-type]
     assert [p.url for p in out] == [f"https://s.example/{i}" for i in range(3)]
     assert all(p.source.startswith("<stdin>@") for p in out)
+
+
+@pytest.mark.parametrize(("data", "reasons"), [
+    (b"", []),  # nothing (`grep ... | detemplate run -` that matched nothing): no page, as an empty file
+    (gzip.compress(b""), []),
+    (b"not a page\n", ["unreadable_input"]),  # something that is none of the formats: said
+])
+def test_stdin_empty_gives_no_page_and_junk_an_error(data: bytes, reasons: list[str]) -> None:
+    out = list(iter_inputs(["-"], stdin=io.BufferedReader(io.BytesIO(data))))  # type: ignore[arg-type]
+    assert [item.reason for item in dead(out)] == reasons and not pages(out)

@@ -164,6 +164,8 @@ def _iter_stream(
     try:
         stream = Stream(fh, _peek(fh, 2) == GZIP_MAGIC)
         if kind is None:
+            if stream.at_end():
+                return  # (empty standard input: no page, as an empty file)
             kind = _kind_of(stream.peek(64))
             if kind is None:
                 yield DeadPage(
