@@ -1159,3 +1159,24 @@ def test_a_job_runs_as_many_blas_threads_as_its_parent(crawl: Path, threads: int
             run_jobs(spec, MemoryStore(), make_writer("jsonl", io.BytesIO(), OutputOptions()), None, RunSummary())
     finally:
         blas.set_threads(saved)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux), whose writes fail: disk full")
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("full", ["--output", "--events"])
+def test_a_write_that_fails_is_told_and_the_run_ends(
+    crawl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], jobs: str, full: str
+) -> None:
+    # The disk full: the reason, not a traceback (nor a second one when the file is closed).
+    args = {"--output": str(tmp_path / "out.jsonl"), "--events": str(tmp_path / "events.jsonl"), full: "/dev/full"}
+    code = main(["run", str(crawl), *[part for pair in args.items() for part in pair], "--jobs", jobs])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "detemplate run: a write failed: No space left on device; the output holds what was written before it" in err
+    assert "Traceback" not in err
+
+
+def test_an_output_that_cannot_be_made_is_told(crawl: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    assert main(["run", str(crawl), "--output", str(tmp_path / "file" / "out.jsonl")]) == 2
+    assert f"detemplate run: cannot write {tmp_path / 'file' / 'out.jsonl'}: " in capsys.readouterr().err

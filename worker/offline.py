@@ -161,11 +161,14 @@ def open_output(path: str, stack: ExitStack, compress: bool = True) -> IO[bytes]
     if path == "-":
         return sys.stdout.buffer
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True)
-    if p.suffix == ".gz" and compress:
-        return stack.enter_context(gzip.open(p, "wb"))  # type: ignore[arg-type]  # GzipFile is an IO[bytes]
-    return stack.enter_context(open(p, "wb"))
+    try:
+        if p.parent and not p.parent.exists():
+            p.parent.mkdir(parents=True)
+        if p.suffix == ".gz" and compress:
+            return stack.enter_context(gzip.open(p, "wb"))  # type: ignore[arg-type]  # GzipFile is an IO[bytes]
+        return stack.enter_context(open(p, "wb"))
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
 
 class Placement(Protocol):
@@ -342,36 +345,45 @@ def cmd_run(args: argparse.Namespace) -> int:
     options = OutputOptions(blocks=not args.no_blocks, segment=params.segment, gz=own_gzip)
     started: parallel.Jobs | None = None
     # Ctrl-C and SIGTERM stop the run between two pages (run_pages holds them back within one).
-    with interrupts.interrupts((signal.SIGINT, signal.SIGTERM)), ExitStack() as stack:
+    # The file's and the jobs' clean-up (the ExitStack) runs before the reasons are told: a
+    # write that fails may fail again when its file is closed.
+    with interrupts.interrupts((signal.SIGINT, signal.SIGTERM)):
         try:
-            if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
-                spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
-                                        bool(args.events), args.state, policy)
-                # Started before the state and the output are opened: forked, they share neither.
-                started = stack.enter_context(parallel.start_jobs(spec))
-            if args.state:
-                from .state.rocks import RocksStore
+            with ExitStack() as stack:
+                if jobs > 1:  # the hosts split over processes, the same bytes (parallel.py)
+                    spec = parallel.JobSpec(tuple(args.inputs), jobs, params, fmt, options, run_pages, args.html,
+                                            bool(args.events), args.state, policy)
+                    # Started before the state and the output are opened: forked, they share neither.
+                    started = stack.enter_context(parallel.start_jobs(spec))
+                if args.state:
+                    from .state.rocks import RocksStore
 
-                store: SegmentStore = RocksStore(args.state, params.table, policy=policy)
-            else:
-                store = MemoryStore(policy)
-            stack.callback(store.close)
-            out = open_output(args.output, stack, compress=fmt not in ("wet", "parquet"))
-            writer = make_writer(fmt, out, options)
-            events_out = open_output(args.events, stack) if args.events else None
-            try:
-                if started is not None:
-                    parallel.run_jobs(started.spec, store, writer, events_out, summary, total, started)
+                    store: SegmentStore = RocksStore(args.state, params.table, policy=policy)
                 else:
-                    run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
-            finally:
-                writer.close()
+                    store = MemoryStore(policy)
+                stack.callback(store.close)
+                out = open_output(args.output, stack, compress=fmt not in ("wet", "parquet"))
+                writer = make_writer(fmt, out, options)
+                events_out = open_output(args.events, stack) if args.events else None
+                try:
+                    if started is not None:
+                        parallel.run_jobs(started.spec, store, writer, events_out, summary, total, started)
+                    else:
+                        run_pages(_progress(pages, total), store, params, None, events_out, args.html, summary, writer)
+                finally:
+                    writer.close()
         except parallel.JobFailedError as exc:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 1
         except DetemplateError as exc:
             print(f"detemplate run: {exc}", file=sys.stderr)
             return 2
+        except BrokenPipeError:
+            raise  # (standard output's reader went away: cli.main ends quietly)
+        except OSError as exc:  # a write of the output or the events (the disk full, a device gone)
+            print(f"detemplate run: a write failed: {exc.strerror or exc}; the output holds what was written "
+                  "before it", file=sys.stderr)
+            return 1
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
             terminated = isinstance(exc, interrupts.Terminated)
             if jobs == 1:  # (stopped between two pages: run_pages)
