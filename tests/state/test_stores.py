@@ -220,3 +220,26 @@ def test_a_file_where_the_state_folder_should_be(tmp_path: Path) -> None:
     path.write_text("not a folder")
     with pytest.raises(StateError, match="state folder"):
         RocksStore(path, TableParams())
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    # A --state given a folder of one's own data by mistake: RocksDB would write among it.
+    path = tmp_path / "data"
+    path.mkdir()
+    (path / "notes.txt").write_text("mine")
+    with pytest.raises(StateError, match="holds other files and no state"):
+        RocksStore(path, TableParams())
+    assert [p.name for p in path.iterdir()] == ["notes.txt"]
+    (path / "notes.txt").unlink()
+    RocksStore(path, TableParams()).close()  # an empty folder is taken
+    RocksStore(path, TableParams()).close()  # and then a state's
+
+
+def test_a_state_another_process_has_open_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    store = RocksStore(path, TableParams())
+    try:
+        with pytest.raises(StateError, match="a run or worker with the same state has it open"):
+            RocksStore(path, TableParams())
+    finally:
+        store.close()

@@ -125,6 +125,11 @@ class ReadOnlyTables:
         self._db.close()
 
 
+# What a folder RocksDB has written holds, by name (a damaged one too, which RocksDB then
+# tells as corrupt): a folder with files but none of these is someone else's.
+_ROCKSDB_NAMES = ("CURRENT", "IDENTITY", "LOCK", "LOG", "MANIFEST-", "OPTIONS-")
+
+
 class RocksStore:
     """Per-host tables in RocksDB with a write-back LRU cache of live tables.
 
@@ -141,14 +146,22 @@ class RocksStore:
         self.cache_hosts = cache_hosts
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            names = [entry.name for entry in self.path.iterdir()]
+            foreign = bool(names) and not any(name.startswith(_ROCKSDB_NAMES) for name in names)
         except OSError as exc:
             raise StateError(f"cannot create the state folder {self.path}: {exc}") from exc
+        if foreign:  # RocksDB would write its files among someone else's
+            raise StateError(
+                f"the state folder {self.path} holds other files and no state: give a new or empty folder, "
+                "or the --state of an earlier run"
+            )
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         try:
             self._db = Rdict(str(self.path), options)
         except Exception as exc:  # rocksdict raises plain Exception for I/O and corruption
-            raise StateError(f"cannot open RocksDB state at {self.path}: {exc}") from exc
+            held = " (a run or worker with the same state has it open)" if "lock" in str(exc).lower() else ""
+            raise StateError(f"cannot open RocksDB state at {self.path}: {exc}{held}") from exc
         try:
             fmt = self._db.get(_FORMAT_KEY)
         except Exception as exc:  # corruption is often found on the first read, not on open
