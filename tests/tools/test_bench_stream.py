@@ -63,3 +63,59 @@ def test_bench_stream_says_so_when_its_corpus_has_no_pages(tmp_path: Path, capsy
     (tmp_path / "pages.jsonl").write_text("")
     assert main(["bench-stream", "--corpus", str(tmp_path), "--no-recovery"]) == 2
     assert f"no pages in {tmp_path}" in capsys.readouterr().err
+
+
+def _workers_of(parent: int) -> list[int]:
+    """The stream workers process `parent` started."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and b"worker" in cmdline.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker process in /proc (Linux)")
+def test_bench_stream_stopped_by_sigterm_stops_its_worker(tmp_path: Path) -> None:
+    """SIGTERM (a CI job's timeout) ends the benchmark as Ctrl-C does, through its clean-up: the
+    worker it started goes too; it was left running, alone, after its broker had gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from detemplate.tools.samples import write_jsonl
+
+    corpus = write_jsonl(interleave(make_site("a.example", 40, seed=1), make_site("b.example", 40, seed=2)),
+                         tmp_path / "pages.jsonl")
+    proc = subprocess.Popen([sys.executable, "-m", "detemplate", "bench-stream", "--corpus", str(corpus),
+                             "--hosts", "2", "--no-recovery"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 300.0  # a deadline for a condition, on a loaded machine
+        while not workers and proc.poll() is None and time.monotonic() < deadline:
+            workers = _workers_of(proc.pid)
+            time.sleep(0.05)
+        assert workers, "the benchmark started its worker"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err.decode()
+    assert "terminated" in err.decode()
+    assert not any(_running(pid) for pid in workers), "the worker outlived the benchmark"

@@ -306,6 +306,7 @@ def _main(args: argparse.Namespace) -> int:
                                "snapshot_every": args.snapshot_every, "offline_pages_per_s": round(offline_rate, 1),
                                **table_figs}
     broker = LocalBroker(log_path=tmp / "broker.log")
+    run: Run | None = None
     try:
         broker.start()  # inside: a broker that does not start leaves no temporary folder behind
         settings = StreamSettings(broker=broker.url, partitions=args.partitions, out_partitions=args.partitions,
@@ -408,6 +409,8 @@ def _main(args: argparse.Namespace) -> int:
                       "start and the group waiting out the dead member's session)", flush=True)
             run.stop_worker()
     finally:
+        if run is not None:
+            run.kill_worker()  # (stopped already, but on an error or interrupt before that)
         broker.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

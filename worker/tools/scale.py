@@ -231,6 +231,7 @@ def stream(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float, partitions
 
     broker = LocalBroker(log_path=tmp / "broker.log").start()
     figures: dict[str, Any] = {}
+    run: Run | None = None
     try:
         settings = StreamSettings(
             broker=broker.url, partitions=partitions, out_partitions=partitions, tansu=True, session_timeout_s=6.0,
@@ -303,6 +304,8 @@ def stream(shape: Shape, tmp: Path, ttl_pages: int, budget_mb: float, partitions
                     broker.bootstrap, settings.with_overrides(standby_replicas=standby), tmp / f"failover{standby}",
                     crawl)
     finally:
+        if run is not None:
+            run.kill_worker()  # (stopped already, but on an error or interrupt before that)
         broker.stop()
     return figures
 
