@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no type stubs
 import pytest
-from detemplate import blas, parallel
+from detemplate import blas, interrupts, parallel
 from detemplate.cli import main
 from detemplate.engine.errors import ConfigError
 from detemplate.engine.model import DeadPage, RawPage
@@ -918,11 +918,12 @@ def _arriving_hosts(hosts: int, pages: int, spread: int) -> list[Any]:
 def test_a_stopped_run_of_one_job_wrote_what_a_run_of_the_pages_it_read_writes(
     tmp_path: Path, how: int, said: str, exit_code: int
 ) -> None:
-    # The interrupt waits for the page being decided (offline.run_pages): the output, events
-    # and state are those of a run over the records it read, its held first pages written as
-    # at the input's end. The pages come on standard input, more than the run reads ahead:
-    # while some are still to be written it is busy deciding those it has, and the signal is
-    # sent while it is stopped (SIGSTOP), mostly in the middle of a page.
+    # The whole command: the output, events and RocksDB state are those of a run over the
+    # records it read, its held first pages written as at the input's end, and it says how many.
+    # The pages come on standard input, more than the run reads ahead: while some are still to
+    # be written it is busy with those it has, and the signal is sent while it is stopped
+    # (SIGSTOP), in a page or in the reader (the page's own boundary, for certain:
+    # test_an_interrupt_in_the_middle_of_a_page_waits_for_it).
     data = write_jsonl(_arriving_hosts(450, 4, 25), tmp_path / "pages.jsonl").read_bytes()  # 5.5 MB
     lines = data.splitlines(keepends=True)
     code = (
@@ -985,6 +986,37 @@ def test_a_stopped_run_of_one_job_wrote_what_a_run_of_the_pages_it_read_writes(
         tables.append({host: store.get(host).to_bytes() for host in store.hosts()})  # type: ignore[union-attr]
         store.close()
     assert tables[0] == tables[1] and tables[0]
+
+
+@pytest.mark.parametrize("nth", [30, 61, 95])
+def test_an_interrupt_in_the_middle_of_a_page_waits_for_it(nth: int) -> None:
+    # The signal is sent from inside a page's decision (its host's table being fetched), so
+    # CPython runs the handler there: the page is finished first, and the run's output, events
+    # and tables are those of a run over the pages it read (held first pages included).
+    pages = [sp.page for sp in _arriving_hosts(60, 3, 12)]
+
+    class Signalling(MemoryStore):
+        gets = 0
+
+        def get(self, host: str) -> Any:
+            self.gets += 1
+            if self.gets == nth:
+                os.kill(os.getpid(), signal.SIGTERM)
+            return super().get(host)
+
+    out, events, summary = io.BytesIO(), io.BytesIO(), RunSummary()
+    store = Signalling()
+    with interrupts.interrupts((signal.SIGTERM,)), pytest.raises(interrupts.Terminated):
+        run_pages(iter(pages), store, EngineParams(), out, events, summary=summary)
+    read = summary.pages
+    assert 0 < read < len(pages) and store.gets >= nth
+    again_out, again_events, again = io.BytesIO(), io.BytesIO(), MemoryStore()
+    run_pages(iter(pages[:read]), again, EngineParams(), again_out, again_events)
+    assert out.getvalue().count(b"\n") == read  # every page read is out, held first pages too
+    assert out.getvalue() == again_out.getvalue()
+    assert events.getvalue() == again_events.getvalue()
+    tables = [{h: s.get(h).to_bytes() for h in s.hosts()} for s in (store, again)]  # type: ignore[union-attr]
+    assert tables[0] == tables[1]
 
 
 def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
