@@ -28,12 +28,12 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]  # pyarrow ships no
 import pytest
 from detemplate import blas, interrupts, parallel
 from detemplate.cli import main
-from detemplate.engine.errors import ConfigError
+from detemplate.engine.errors import ConfigError, StateError
 from detemplate.engine.model import DeadPage, RawPage
 from detemplate.engine.params import EngineParams
 from detemplate.io.formats import OutputOptions, make_writer
 from detemplate.io.sources import Undecoded, iter_inputs
-from detemplate.offline import HostCount, RunSummary, run_pages
+from detemplate.offline import HostCount, RunSummary, _closing, run_pages
 from detemplate.parallel import JobFailedError, JobSpec, job_of, resolve_jobs, run_jobs
 from detemplate.state.expiry import ExpiryPolicy
 from detemplate.state.memory import MemoryStore
@@ -709,6 +709,29 @@ def test_a_job_collects_garbage_as_its_parent(crawl: Path) -> None:
             run_jobs(spec, MemoryStore(), make_writer("jsonl", io.BytesIO(), OutputOptions()), None, RunSummary())
     finally:
         gc.set_threshold(*saved)
+
+
+def _disk_full(pages: Iterable[RawPage | DeadPage], *args: Any, **kwargs: Any) -> Any:
+    """A decide function whose write fails as on a full disk."""
+    raise OSError(28, "No space left on device")
+
+
+def test_a_job_whose_write_fails_tells_the_reason_in_a_line(crawl: Path) -> None:
+    # Run from the fork server: a module-level function the job can find by name.
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), _disk_full)
+    with pytest.raises(JobFailedError, match=r"^job \d of 2 failed: a write in .* failed: No space left on device$"):
+        run_jobs(spec, MemoryStore(), make_writer("jsonl", io.BytesIO(), OutputOptions()), None, RunSummary())
+
+
+def test_a_store_that_cannot_be_closed_does_not_hide_the_runs_own_reason() -> None:
+    class Full(MemoryStore):
+        def close(self) -> None:
+            raise StateError("cannot write the state at st: IO error: No space left on device")
+
+    close = _closing(Full())
+    assert close(JobFailedError, JobFailedError("job 1 of 2 failed: ..."), None) is False  # the job's reason goes on
+    with pytest.raises(StateError, match="No space left"):
+        close(None, None, None)  # alone, the state's is the reason
 
 
 def _children(parent: int) -> list[tuple[int, bytes]]:

@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -323,6 +323,21 @@ def _progress(items: Iterable[RawPage | DeadPage], total: int | None) -> Iterato
         yield from bar
 
 
+def _closing(store: SegmentStore) -> Callable[..., bool]:
+    """The store's close for a run's ExitStack: where the run failed already, a close that fails
+    too (the disk full under the state as well) does not hide the run's own reason."""
+
+    def close(exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        try:
+            store.close()
+        except DetemplateError:
+            if exc is None:
+                raise
+        return False
+
+    return close
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from .io.sources import estimate_total, iter_inputs
 
@@ -361,7 +376,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     store: SegmentStore = RocksStore(args.state, params.table, policy=policy)
                 else:
                     store = MemoryStore(policy)
-                stack.callback(store.close)
+                stack.push(_closing(store))
                 out = open_output(args.output, stack, compress=fmt not in ("wet", "parquet"))
                 writer = make_writer(fmt, out, options)
                 events_out = open_output(args.events, stack) if args.events else None

@@ -831,6 +831,9 @@ def _work(
     except DetemplateError as exc:
         conn.send(("error", str(exc)))
         return
+    except OSError as exc:  # its files in the jobs' folder (the disk full): a reason, not a traceback
+        conn.send(("error", f"a write in {work} failed: {exc.strerror or exc}"))
+        return
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from detemplate.engine.errors import StateError
@@ -242,4 +243,38 @@ def test_a_state_another_process_has_open_says_so(tmp_path: Path) -> None:
         with pytest.raises(StateError, match="a run or worker with the same state has it open"):
             RocksStore(path, TableParams())
     finally:
+        store.close()
+
+
+class _FullDisk:
+    """A database whose writes fail as rocksdict's do on a full disk (a plain Exception)."""
+
+    def __init__(self, db: Any) -> None:
+        self.db = db
+
+    def write(self, batch: Any) -> None:
+        raise Exception("IO error: No space left on device: While appending to file: x/000004.log")
+
+    def __setitem__(self, key: bytes, value: bytes) -> None:
+        self.write(None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+def test_a_write_that_fails_is_a_state_error_naming_the_state(tmp_path: Path) -> None:
+    store = RocksStore(tmp_path / "state", TableParams(), cache_hosts=1)
+    real = store._db
+    store._db = _FullDisk(real)  # type: ignore[assignment]
+    try:
+        table = HostTable(TableParams())
+        table.observe([1, 2, 3])
+        store.put("a.example", table)
+        with pytest.raises(StateError, match=r"cannot write the state at .*state: IO error: No space left on device"):
+            store.flush()
+        with pytest.raises(StateError, match="No space left on device"):
+            store.put("b.example", table)  # a.example, still dirty, leaves the cache: its write-back fails alike
+    finally:
+        store._db = real
+        store._dirty.clear()
         store.close()

@@ -15,11 +15,13 @@ deserialisation, while memory stays bounded by the cache size.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch
 
@@ -38,6 +40,30 @@ _INDEX_PREFIX = b"i/"
 _CLOCK_KEY = b"meta/clock"
 _DROPPED_PREFIX = b"x/"  # a job's store of `run --jobs`: the run's state's hosts it dropped
 _COPY_BATCH = 10_000
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _write_error(path: Path, exc: Exception) -> StateError:
+    """rocksdict's error on a write (a plain Exception: "IO error: No space left on device: ..."),
+    told as the state's."""
+    return StateError(f"cannot write the state at {path}: {exc}")
+
+
+def _writes(method: F) -> F:
+    """A RocksStore method that writes: rocksdict's plain Exception becomes a StateError that
+    names the state (the disk full, say), which a run tells in a line rather than a traceback."""
+
+    @functools.wraps(method)
+    def wrapper(self: RocksStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if type(exc) is not Exception:  # ours, or a bug: as it is
+                raise
+            raise _write_error(self.path, exc) from exc
+
+    return wrapper  # type: ignore[return-value]  # the same signature
 
 
 def _key(prefix: bytes, host: str) -> bytes:
@@ -211,8 +237,13 @@ class RocksStore:
             old, old_table = self._cache.popitem(last=False)
             if old in self._dirty:
                 self._dirty.discard(old)
-                for key, value in self._records(old, old_table):
-                    self._db[key] = value
+                try:
+                    for key, value in self._records(old, old_table):
+                        self._db[key] = value
+                except Exception as exc:
+                    if type(exc) is not Exception:
+                        raise
+                    raise _write_error(self.path, exc) from exc
 
     def hosts(self) -> Iterator[str]:
         seen = set(self._cache)
@@ -229,6 +260,7 @@ class RocksStore:
         except Exception as exc:  # rocksdict: plain Exception on a corrupt database
             raise StateError(f"cannot list the hosts in {self.path}: {exc}") from exc
 
+    @_writes
     def flush(self) -> None:
         if not self._dirty:
             if self.ledger.clock != self._clock_written:
@@ -252,6 +284,7 @@ class RocksStore:
         """The run has read `records` records of its input (the page clock: state/expiry.py Ledger)."""
         self.ledger.advance(records)
 
+    @_writes
     def expire(
         self, now_ms: int | None = None, force: bool = False,
         others: Callable[[set[str]], list[IndexEntry]] | None = None,
@@ -282,11 +315,13 @@ class RocksStore:
 
     # -- a job's store of `run --jobs` and the run's state it goes back into -------------------
 
+    @_writes
     def drop(self, host: str) -> None:
         """Mark a host of the run's state as dropped by this job's expiry (the parent deletes it
         there: `take_from`)."""
         self._db[_key(_DROPPED_PREFIX, host)] = b""
 
+    @_writes
     def take_from(self, other: RocksStore) -> None:
         """A job's hosts into this state: the hosts it dropped deleted, then its tables and
         index entries copied as they are (when each host was last seen, in the run's clock)."""
@@ -316,6 +351,7 @@ class RocksStore:
         """Events of the state itself (a bounded table, an expired host) since the last call."""
         return self.ledger.take_events()
 
+    @_writes
     def close(self) -> None:
         self.flush()
         self._db.close()
