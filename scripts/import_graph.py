@@ -9,8 +9,8 @@ bottom up; an import may only point down, or stay inside its part:
     blas, interrupts   BLAS's threads; how Ctrl-C and SIGTERM stop a command: import nothing
     state, io  the stores and the changelog layout; sources and codecs: import the engine only
     settings   runtime settings, the only reader of the environment: imports the engine (and blas)
-    parallel   `run --jobs`: processes over hosts; imports the engine, state, io and blas
-               (offline's run_pages is handed to it)
+    parallel   `run --jobs`: processes over hosts; imports the engine, state, io, blas and
+               interrupts (offline's run_pages is handed to it)
     offline, stream   the two shells: import the engine, state and io; offline parallel and
                interrupts, stream settings
     tools      eval, bench, show, samples, training, batch research algorithms, soak, the test broker
@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"engine"},
     "io": {"engine"},
     "settings": {"engine", "blas"},
-    "parallel": {"engine", "state", "io", "blas"},
+    "parallel": {"engine", "state", "io", "blas", "interrupts"},
     "offline": {"engine", "state", "io", "parallel", "interrupts"},
     "stream": {"engine", "state", "io", "settings"},
     "tools": {"engine", "state", "io", "settings", "parallel", "offline", "stream"},

@@ -1042,6 +1042,39 @@ def test_an_interrupt_in_the_middle_of_a_page_waits_for_it(nth: int) -> None:
     assert tables[0] == tables[1]
 
 
+def test_an_interrupt_waits_for_the_merges_writes(
+    crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The signal comes from inside the parent's Parquet write (a row group's): the merge that
+    # writes finishes first, so the file, closed as `run` closes it, holds every record the
+    # run says it merged. A write cut in two left pyarrow's writer unable to close the file
+    # (no footer: not a Parquet file), or rows counted that were not written.
+    from detemplate.io import formats
+
+    monkeypatch.setattr(formats, "PARQUET_ROWS", 4)
+    flush = formats.ParquetWriter._flush
+    signalled = []
+
+    def signalling_flush(self: Any) -> None:
+        if not signalled:
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        flush(self)
+
+    monkeypatch.setattr(formats.ParquetWriter, "_flush", signalling_flush)
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "parquet", OutputOptions(), run_pages)
+    path = tmp_path / "out.parquet"
+    with open(path, "wb") as out:
+        writer = make_writer("parquet", out, OutputOptions())
+        with interrupts.interrupts((signal.SIGTERM,)), parallel.start_jobs(spec, fork=False) as jobs:
+            with pytest.raises(interrupts.Terminated):
+                run_jobs(spec, MemoryStore(), writer, None, RunSummary(), None, jobs)
+            merged = jobs.merges[0].records
+        writer.close()
+    assert signalled and merged > 0
+    assert pq.read_table(path).num_rows == merged
+
+
 def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

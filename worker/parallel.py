@@ -79,7 +79,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from xxhash import xxh3_64_intdigest
 
-from . import blas
+from . import blas, interrupts
 from .engine.errors import ConfigError, DetemplateError, StateError
 from .engine.model import DeadPage, RawPage, TemplateEvent
 from .engine.params import EngineParams
@@ -1072,9 +1072,19 @@ class Jobs:
             below = min(below, bound)
             sizes[0].append(out_bytes)
             sizes[1].append(event_bytes)
-        # The output's merge, then the events' where the run writes them.
-        for merge, filed in zip(self.merges, sizes[: len(self.merges)], strict=True):
-            merge.advance(below, filed)
+        # The output's merge, then the events' where the run writes them; an interrupt (Ctrl-C,
+        # SIGTERM: interrupts.py) waits for them, so that no write is cut in two (a Parquet row
+        # group's, whose writer a cut leaves unable to write the file's footer).
+        held_back = interrupts.HELD_BACK
+        was = held_back.held
+        held_back.held = True
+        try:
+            for merge, filed in zip(self.merges, sizes[: len(self.merges)], strict=True):
+                merge.advance(below, filed)
+        finally:
+            held_back.held = was
+        if not was and held_back.pending is not None:
+            held_back.raise_pending()
 
     def run(self, total: int | None) -> list[Any]:
         """Feed the jobs (or tell them to read) and wait for every one; their summaries."""
