@@ -454,5 +454,3 @@ def tune_blas(environ: Any = None) -> int | None:
         return None
     environ["OPENBLAS_NUM_THREADS"] = str(threads)
     return blas.set_threads(threads)
-
-

@@ -41,7 +41,7 @@ _CLOCK_KEY = b"meta/clock"
 _DROPPED_PREFIX = b"x/"  # a job's store of `run --jobs`: the run's state's hosts it dropped
 _COPY_BATCH = 10_000
 
-F = TypeVar("F", bound=Callable[..., Any])
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _write_error(path: Path, exc: Exception) -> StateError:
@@ -50,7 +50,7 @@ def _write_error(path: Path, exc: Exception) -> StateError:
     return StateError(f"cannot write the state at {path}: {exc}")
 
 
-def _writes(method: F) -> F:
+def _writes(method: _F) -> _F:
     """A RocksStore method that writes: rocksdict's plain Exception becomes a StateError that
     names the state (the disk full, say), which a run tells in a line rather than a traceback."""
 
