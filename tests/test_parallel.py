@@ -1072,7 +1072,12 @@ def test_an_interrupt_waits_for_the_merges_writes(
             merged = jobs.merges[0].records
         writer.close()
     assert signalled and merged > 0
-    assert pq.read_table(path).num_rows == merged
+    rows = pq.read_table(path).to_pylist()
+    assert len(rows) == merged
+    # ... and they are the first records of the whole run's output, in its order.
+    run([crawl], tmp_path / "whole.jsonl", "--jobs", "1")
+    whole = [json.loads(line) for line in (tmp_path / "whole.jsonl").read_text().splitlines()]
+    assert [(r["url"], r.get("error")) for r in rows] == [(r["url"], r.get("error")) for r in whole[:merged]]
 
 
 def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
