@@ -1080,6 +1080,70 @@ def test_an_interrupt_waits_for_the_merges_writes(
     assert [(r["url"], r.get("error")) for r in rows] == [(r["url"], r.get("error")) for r in whole[:merged]]
 
 
+def test_an_interrupt_in_the_copy_of_the_tables_waits_for_it(
+    crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run's last step: every record is out, and the jobs' tables go into the state. The
+    # signal comes from inside that copy; the copy finishes first, so the state is the same
+    # as an uninterrupted run's (it held some hosts' new tables and not others').
+    run([crawl], tmp_path / "whole.jsonl", "--state", str(tmp_path / "whole-state"), "--jobs", "2")
+    take_from = RocksStore.take_from
+    signalled = []
+
+    def signalling_take_from(self: RocksStore, other: RocksStore) -> None:
+        if not signalled:
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        take_from(self, other)
+
+    monkeypatch.setattr(RocksStore, "take_from", signalling_take_from)
+    state = tmp_path / "state"
+    spec = JobSpec((str(crawl),), 2, EngineParams(), "jsonl", OutputOptions(), run_pages, state=str(state))
+    out = io.BytesIO()
+    with interrupts.interrupts((signal.SIGTERM,)), parallel.start_jobs(spec, fork=False) as jobs:
+        store = RocksStore(state, EngineParams().table)
+        try:
+            with pytest.raises(interrupts.Terminated):
+                run_jobs(spec, store, make_writer("jsonl", out, OutputOptions()), None, RunSummary(), None, jobs)
+        finally:
+            store.close()
+        assert jobs.copy == "copied"
+    assert signalled
+    assert out.getvalue() == (tmp_path / "whole.jsonl").read_bytes()
+    tables = []
+    for path in (state, tmp_path / "whole-state"):
+        store = RocksStore(path, EngineParams().table)
+        tables.append({host: store.get(host).to_bytes() for host in store.hosts()})  # type: ignore[union-attr]
+        store.close()
+    assert tables[0] == tables[1] and tables[0]
+
+
+@pytest.mark.parametrize(("signals", "said"), [
+    (1, "after the run's last step: the output, events and state are whole"),
+    # A second interrupt goes through: the user insists.
+    (2, "in the run's last step: every record is out; the state holds this run's tables of the hosts copied "
+        "before the interrupt"),
+])
+def test_a_run_interrupted_in_its_copy_of_the_tables_says_what_it_holds(
+    crawl: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    signals: int, said: str,
+) -> None:
+    take_from = RocksStore.take_from
+    sent = []
+
+    def signalling_take_from(self: RocksStore, other: RocksStore) -> None:  # once a job
+        if len(sent) < signals:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)
+        take_from(self, other)
+
+    monkeypatch.setattr(RocksStore, "take_from", signalling_take_from)
+    code = main(["run", str(crawl), "--output", str(tmp_path / "out.jsonl"), "--state", str(tmp_path / "state"),
+                 "--jobs", "2"])
+    assert code == 143
+    assert f"terminated: {said}" in capsys.readouterr().err
+
+
 def test_ctrl_c_while_the_jobs_folder_is_removed_still_removes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,6 +39,21 @@ class HeldBack:
 HELD_BACK = HeldBack()
 
 
+@contextlib.contextmanager
+def held_back() -> Iterator[None]:
+    """Interrupts held back for the block (`HELD_BACK`), the one that came raised after it. For
+    blocks run now and then (`run --jobs`'s merge, its copy of the tables); `run_pages` sets
+    the flag itself around each page, which costs less."""
+    was = HELD_BACK.held
+    HELD_BACK.held = True
+    try:
+        yield
+    finally:
+        HELD_BACK.held = was
+    if not was:
+        HELD_BACK.raise_pending()
+
+
 def _interrupt(signum: int, frame: Any) -> None:
     exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
     if HELD_BACK.held and HELD_BACK.pending is None:

@@ -404,6 +404,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             if jobs == 1:  # (stopped between two pages: run_pages)
                 done = (f"the output, events and state hold the input's first {summary.pages:,} records, "
                         "as a run of those alone would write them")
+            elif started is not None and started.copy == "copied":  # (after the run's last step)
+                done = "after the run's last step: the output, events and state are whole"
+            elif started is not None and started.copy == "copying":  # (a second interrupt cut the copy)
+                done = ("in the run's last step: every record is out; the state holds this run's tables "
+                        "of the hosts copied before the interrupt")
             else:  # (the summary is the jobs', which a stopped job does not send: nothing to print)
                 merged = started.merges[0].records if started is not None and started.merges else 0
                 done = (f"the jobs stopped; the output holds the first {merged:,} records, those merged so far; "

@@ -966,6 +966,9 @@ class Jobs:
         self._done_starting = threading.Event()
         self._start_error: BaseException | None = None
         self._stopped = False
+        # The run's last step, the jobs' tables copied into its state (`_decide_and_merge`):
+        # None before it, "copying" in it, "copied" once every table is in.
+        self.copy: str | None = None
 
     def start(self) -> None:
         """Start every job. Forked ones here; from the fork server, on a thread of their own, so
@@ -1075,16 +1078,9 @@ class Jobs:
         # The output's merge, then the events' where the run writes them; an interrupt (Ctrl-C,
         # SIGTERM: interrupts.py) waits for them, so that no write is cut in two (a Parquet row
         # group's, whose writer a cut leaves unable to write the file's footer).
-        held_back = interrupts.HELD_BACK
-        was = held_back.held
-        held_back.held = True
-        try:
+        with interrupts.held_back():
             for merge, filed in zip(self.merges, sizes[: len(self.merges)], strict=True):
                 merge.advance(below, filed)
-        finally:
-            held_back.held = was
-        if not was and held_back.pending is not None:
-            held_back.raise_pending()
 
     def run(self, total: int | None) -> list[Any]:
         """Feed the jobs (or tell them to read) and wait for every one; their summaries."""
@@ -1308,7 +1304,12 @@ def _decide_and_merge(
         jobs.stop()
     add_summaries(summary, parts)
     if spec.state is not None:
-        _copy_tables(spec, work, store, sum(part.pages for part in parts))
+        # Every record is out: an interrupt now waits for the copy, so that the state is this
+        # run's whole (a second one goes through: `interrupts._interrupt`).
+        with interrupts.held_back():
+            jobs.copy = "copying"
+            _copy_tables(spec, work, store, sum(part.pages for part in parts))
+            jobs.copy = "copied"
     logger.debug("run --jobs %d: %.1f s CPU in the parent (reading, merging, copying tables)", spec.jobs,
                  time.process_time())
 
