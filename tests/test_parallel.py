@@ -923,6 +923,15 @@ def test_only_the_folders_no_run_holds_are_removed(tmp_path: Path) -> None:
     assert parallel.remove_abandoned(state) == [running]  # its run has ended
 
 
+def _state_tables(path: Path) -> dict[str, bytes]:
+    """Every host's table in the state directory `path`, as bytes."""
+    store = RocksStore(path, EngineParams().table)
+    try:
+        return {host: store.get(host).to_bytes() for host in store.hosts()}  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
 def _arriving_hosts(hosts: int, pages: int, spread: int) -> list[Any]:
     """`hosts` sites of `pages` pages each, host h's page j at h + spread * j: a new host about
     every record, so that at any point some `spread` hosts wait for their second page (their
@@ -1003,12 +1012,7 @@ def test_a_stopped_run_of_one_job_wrote_what_a_run_of_the_pages_it_read_writes(
     assert out.read_bytes().count(b"\n") == read  # every page read, the held first pages too
     assert out.read_bytes() == (tmp_path / "again.jsonl").read_bytes()
     assert events.read_bytes() == (tmp_path / "again-events.jsonl").read_bytes()
-    tables = []
-    for path in (state, tmp_path / "again-state"):
-        store = RocksStore(path, EngineParams().table)
-        tables.append({host: store.get(host).to_bytes() for host in store.hosts()})  # type: ignore[union-attr]
-        store.close()
-    assert tables[0] == tables[1] and tables[0]
+    assert _state_tables(state) == _state_tables(tmp_path / "again-state") != {}
 
 
 @pytest.mark.parametrize("nth", [30, 61, 95])
@@ -1110,12 +1114,7 @@ def test_an_interrupt_in_the_copy_of_the_tables_waits_for_it(
         assert jobs.copy == "copied"
     assert signalled
     assert out.getvalue() == (tmp_path / "whole.jsonl").read_bytes()
-    tables = []
-    for path in (state, tmp_path / "whole-state"):
-        store = RocksStore(path, EngineParams().table)
-        tables.append({host: store.get(host).to_bytes() for host in store.hosts()})  # type: ignore[union-attr]
-        store.close()
-    assert tables[0] == tables[1] and tables[0]
+    assert _state_tables(state) == _state_tables(tmp_path / "whole-state") != {}
 
 
 @pytest.mark.parametrize(("signals", "said"), [
