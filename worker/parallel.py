@@ -352,15 +352,21 @@ def _punch(fd: int, offset: int, length: int) -> bool:
     return done == 0
 
 
+def _libc(name: str) -> Any:
+    """The C library's function `name`, or None where there is none."""
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+
+
 @functools.cache
 def _fallocate() -> Any:
     """The C library's fallocate, or None where there is none."""
-    try:
-        fallocate = ctypes.CDLL(None, use_errno=True).fallocate
-    except (OSError, AttributeError):
-        return None
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    fallocate.restype = ctypes.c_int
+    fallocate = _libc("fallocate")
+    if fallocate is not None:
+        fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+        fallocate.restype = ctypes.c_int
     return fallocate
 
 
@@ -849,18 +855,13 @@ def _end_with_parent(parent: int | None) -> None:
     `Jobs.stop`); this is for the ways that do not: the run killed by SIGKILL or the kernel's
     out-of-memory killer. A forked job would otherwise wait for ever on its inbox, with its
     RocksDB and files open: the fork gave it its inbox's writing end too, and the jobs forked
-    after it, so the inbox does not end with the run. A job of
-    the fork server goes when the server does, which ends with the run. `parent`: the run's
-    process id, for a forked job: gone already (before the request was made), the job ends
-    now. Where prctl cannot be called, nothing changes (the fork server's jobs, the only ones
-    off Linux, see their inbox end with the run)."""
-    if not _LINUX:
-        return
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return
-    if prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+    after it, so the inbox does not end with the run. A job of the fork server goes when the
+    server does, which ends with the run. `parent`: the run's process id, for a forked job:
+    gone already (before the request was made), the job ends now. Where prctl cannot be
+    called, nothing changes (the fork server's jobs, the only ones off Linux, see their inbox
+    end with the run)."""
+    prctl = _libc("prctl") if _LINUX else None
+    if prctl is None or prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         return
     if parent is not None and os.getppid() != parent:
         os._exit(1)

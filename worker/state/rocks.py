@@ -44,12 +44,6 @@ _COPY_BATCH = 10_000
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _write_error(path: Path, exc: Exception) -> StateError:
-    """rocksdict's error on a write (a plain Exception: "IO error: No space left on device: ..."),
-    told as the state's."""
-    return StateError(f"cannot write the state at {path}: {exc}")
-
-
 def _writes(method: _F) -> _F:
     """A RocksStore method that writes: rocksdict's plain Exception becomes a StateError that
     names the state (the disk full, say), which a run tells in a line rather than a traceback."""
@@ -61,7 +55,7 @@ def _writes(method: _F) -> _F:
         except Exception as exc:
             if type(exc) is not Exception:  # ours, or a bug: as it is
                 raise
-            raise _write_error(self.path, exc) from exc
+            raise StateError(f"cannot write the state at {self.path}: {exc}") from exc
 
     return wrapper  # type: ignore[return-value]  # the same signature
 
@@ -237,13 +231,13 @@ class RocksStore:
             old, old_table = self._cache.popitem(last=False)
             if old in self._dirty:
                 self._dirty.discard(old)
-                try:
-                    for key, value in self._records(old, old_table):
-                        self._db[key] = value
-                except Exception as exc:
-                    if type(exc) is not Exception:
-                        raise
-                    raise _write_error(self.path, exc) from exc
+                self._write_back(old, old_table)
+
+    @_writes
+    def _write_back(self, host: str, table: HostTable) -> None:
+        """A dirty table leaving the cache, written."""
+        for key, value in self._records(host, table):
+            self._db[key] = value
 
     def hosts(self) -> Iterator[str]:
         seen = set(self._cache)
