@@ -85,6 +85,11 @@ class StreamSettings:
         one, so that no page that snapshot covered is read again (docs/stream.md). Off only to
         test what a crash in that window does: such a page is then decided against the current
         table (a duplicate that may differ), never lost.
+    stop_timeout_s: a worker told to stop (SIGTERM, Ctrl-C) that has not ended after this many
+        seconds exits at once, with code 75, as after a crash: what it decided and did not commit
+        is read again by the partitions' next owner (0: it waits as long as its stop takes).
+        With the brokers unreachable a stop waits for them (a commit, the outputs not yet
+        delivered); keep it under the orchestrator's grace period (deploy/: 60 s).
     params: algorithm overrides as `detemplate run --param` takes them, SECTION.FIELD=VALUE,
         several separated by ";". Give the worker the same ones as the offline run.
 
@@ -140,6 +145,7 @@ class StreamSettings:
     expiry_sweep_s: float = 60.0
     hold_idle_s: float = 5.0
     commit_before_snapshot: bool = True
+    stop_timeout_s: float = 30.0
     params: str = ""
     security_protocol: str = "PLAINTEXT"
     sasl_mechanism: str = "PLAIN"
@@ -156,6 +162,8 @@ class StreamSettings:
             raise ConfigError("partitions must be at least 1")
         if self.cache_hosts < 1:
             raise ConfigError("cache_hosts must be at least 1")
+        if not self.stop_timeout_s >= 0.0:
+            raise ConfigError("stop_timeout_s must be 0 (no limit) or more")
         if self.rocksdb_cache_mb < 1:
             raise ConfigError("rocksdb_cache_mb must be at least 1")
         if self.rocksdb_write_buffer_mb < 1:

@@ -156,6 +156,59 @@ def test_broker_restart_under_a_running_worker_loses_nothing(s3_cluster: Cluster
     assert w1.poll() is None  # the same process did it all
 
 
+def test_sigterm_with_the_broker_gone_stops_the_worker_promptly(cluster: Cluster) -> None:
+    """A worker told to stop (SIGTERM) while its broker cannot be reached exits in seconds. Its
+    consumer's fetch request is then waiting out its retry backoff, and aiokafka's consumer,
+    closing, awaited that cancelled request: the CancelledError ended the consumer thread's stop
+    before the thread said it had stopped, and the worker waited out mode's 60 s timeout for it.
+    What the worker decided and did not commit is read again by the next one, as after a crash
+    (the tests above)."""
+    c = cluster
+    pages = crawl(10, per_partition=1)  # 40 pages, 4 hosts
+    c.produce_pages(pages)
+    w1 = c.start_worker("w1")
+    c.wait_for(c.settings.topic_clean, all_urls_out(pages))
+    c.broker.stop(kill=True)
+    deadline = time.monotonic() + 60.0
+    while "Failed fetch messages" not in c.log("w1"):  # a fetch failed: the next waits out its backoff
+        assert time.monotonic() < deadline, f"the worker never noticed the broker was gone:\n{c.logs_tail()}"
+        assert w1.poll() is None, f"the worker exited while the broker was down:\n{c.logs_tail()}"
+        time.sleep(0.1)
+    start = time.monotonic()
+    code = c.terminate(w1, timeout_s=45.0)  # raises TimeoutExpired past that
+    took = time.monotonic() - start
+    print(f"\nSIGTERM with the broker gone: the worker exited {code} after {took:.1f} s")
+    assert code == 0, c.logs_tail()
+    assert "Error while stopping child" not in c.log("w1"), c.logs_tail()
+
+
+def test_sigterm_with_the_broker_gone_and_outputs_undelivered_ends_the_worker_in_its_stop_timeout(
+    cluster: Cluster,
+) -> None:
+    """The broker dies while the worker is deciding: outputs wait in its producer, which would
+    wait for them for Faust's request timeout (20 minutes). Told to stop, the worker ends within
+    its stop timeout (DETEMPLATE_STOP_TIMEOUT_S, 8 s here), with code 75 and the reason; the
+    next worker reads what it did not commit again, as after a crash."""
+    c = cluster
+    c.settings = c.settings.with_overrides(stop_timeout_s=8.0)
+    pages = crawl(60, per_partition=1)  # 240 pages, 4 hosts
+    c.produce_pages(pages)
+    w1 = c.start_worker("w1")
+    c.wait_metric("w1", "detemplate_pages_out_total", 40)
+    c.broker.stop(kill=True)  # in the middle of the pages
+    assert c.metric("w1", "detemplate_pages_out_total") < len(pages), "the worker finished before the broker stopped"
+    deadline = time.monotonic() + 60.0
+    while "Failed fetch messages" not in c.log("w1"):
+        assert time.monotonic() < deadline, f"the worker never noticed the broker was gone:\n{c.logs_tail()}"
+        time.sleep(0.1)
+    start = time.monotonic()
+    code = c.terminate(w1, timeout_s=40.0)  # raises TimeoutExpired past that
+    took = time.monotonic() - start
+    print(f"\nSIGTERM with the broker gone and outputs undelivered: the worker exited {code} after {took:.1f} s")
+    assert code == 75, c.logs_tail()
+    assert "the stop did not end within 8 s" in c.log("w1"), c.logs_tail()
+
+
 # -- 2. a corrupt RocksDB directory ----------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ import dataclasses
 import logging
 import os
 import signal
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -117,11 +118,20 @@ class DetemplateApp(faust.App):
     """faust.App with in-order processing and safe offset commits (`progress`), and the Tansu
     workaround transport when the settings ask for it."""
 
-    def __init__(self, *args: Any, tansu: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tansu: bool = False, stop_timeout_s: float = 0.0, **kwargs: Any) -> None:
         self.tansu = tansu  # read when Faust first builds its transport, after __init__
         self.progress = Progress()  # read by the consumer's commits (detemplate.stream.commits)
         self.inbox: Inbox | None = None  # the worker's topics, a fetch at a time (detemplate.stream.inbox)
+        self.stop_timeout_s = stop_timeout_s
         super().__init__(*args, **kwargs)
+
+    async def on_stop(self) -> None:
+        """Faust's stop, with a bound: past `stop_timeout_s` the process exits at once (75)."""
+        if self.stop_timeout_s > 0:
+            timer = threading.Timer(self.stop_timeout_s, _stop_took_too_long, (self.stop_timeout_s,))
+            timer.daemon = True  # a stop that ends in time ends the process, and the timer with it
+            timer.start()
+        await super().on_stop()
 
     def _new_transport(self) -> Any:
         if self.tansu:
@@ -129,6 +139,21 @@ class DetemplateApp(faust.App):
 
             return TansuTransport(self.conf.broker_consumer, self)
         return SafeCommitTransport(self.conf.broker_consumer, self)
+
+
+EXIT_STOP_TIMEOUT = 75  # EX_TEMPFAIL: the stop waited on the brokers past stop_timeout_s
+
+
+def _stop_took_too_long(timeout_s: float) -> None:
+    """The process out at once (a thread's timer): its stop waited past `timeout_s`, mostly on
+    unreachable brokers, which a commit, the outputs not delivered yet and the consumer's close
+    wait for (aiokafka's producer for up to Faust's 20-minute request timeout). As after a
+    crash, what was not committed is read again, and RocksDB's log restores what it had not
+    flushed (docs/stream.md, "Faults")."""
+    logger.critical("the stop did not end within %.0f s (are the brokers reachable?): exiting now; the pages "
+                    "since the last commit will be read again", timeout_s)
+    logging.shutdown()
+    os._exit(EXIT_STOP_TIMEOUT)
 
 
 def check_host(host: str) -> str | None:
@@ -1110,6 +1135,7 @@ def build_app(settings: StreamSettings, params: EngineParams | None = None) -> t
     app = DetemplateApp(
         settings.app_id,
         tansu=settings.tansu,
+        stop_timeout_s=settings.stop_timeout_s,
         broker=settings.faust_broker,
         broker_credentials=settings.broker_credentials(),
         store="rocksdb://",

@@ -36,10 +36,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from faust.transport.drivers.aiokafka import Consumer, Transport
+from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer, Transport
 
 from .eager import EagerWaitFirst
 from .inbox import Batch, Inbox
@@ -49,6 +50,10 @@ logger = logging.getLogger(__name__)
 HOLD_S = 30.0  # a missing offset is taken for a hole in the log after this long
 RESEEK_S = 5.0  # while a partition waits for a missing offset, seek back again this often
 COMMITTED_TIMEOUT_S = 15.0  # asking the group coordinator for a committed offset takes at most this
+# The commits a stop makes (Faust makes two) wait this long at most in all, a revocation's this
+# long: aiokafka's commit waits for the group coordinator for as long as it takes, so with the
+# broker unreachable a worker told to stop never ended.
+LAST_COMMIT_TIMEOUT_S = 10.0
 
 
 class Position(enum.Enum):
@@ -173,10 +178,37 @@ class Progress:
         return list(self._next)
 
 
+class StoppingConsumerThread(AIOKafkaConsumerThread):
+    """Faust's aiokafka consumer thread, whose stop ends while the broker cannot be reached.
+
+    aiokafka's consumer, stopping, cancels its fetch requests in flight and awaits each. One
+    waiting out its retry backoff (the broker unreachable: always, then) ends in CancelledError,
+    which the close let out: the consumer's stop ended there, before it closed its client, and
+    so did the thread's, before the thread said it had stopped. The worker then waited out mode's
+    timeout for it (60 s) before it exited (tests/integration/test_faults.py)."""
+
+    async def on_thread_stop(self) -> None:
+        try:
+            await super().on_thread_stop()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this thread's own stop was cancelled: not the fetch request's
+            logger.info("the consumer stopped with a fetch request pending (the broker unreachable)")
+            client = getattr(self._consumer, "_client", None)  # what the consumer's stop did not reach
+            if client is not None:
+                try:
+                    await client.close()
+                except Exception:  # the process is ending: a client that fails to close is let go
+                    logger.debug("closing the consumer's client failed", exc_info=True)
+
+
 class SafeCommitConsumer(EagerWaitFirst, Consumer):
     """Faust's aiokafka consumer whose commit of a partition is the worker's `Progress` position,
     which hands the records of the worker's ordered topics over a fetch at a time
     (detemplate.stream.inbox) and delivers the others without a task each (detemplate.stream.eager)."""
+
+    _stop_commits_until: float | None = None  # when a stop's commits are given up (monotonic clock)
 
     async def _getmany(self, active_partitions: Any, timeout: float) -> Any:
         """One fetch: the ordered topics' records to the worker's inbox, the rest to Faust's streams.
@@ -194,6 +226,27 @@ class SafeCommitConsumer(EagerWaitFirst, Consumer):
         if mine and self.flow_active:  # else a rebalance: Faust seeks back to the committed offsets
             await inbox.put(Batch(self.app.consumer_generation_id, mine))
         return rest
+
+    def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
+        return StoppingConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def commit_and_end_transactions(self) -> None:
+        """The commit of a stop or a revocation (Faust's), given up after LAST_COMMIT_TIMEOUT_S,
+        counted for a stop from its first commit: what it would have committed is read again by
+        the partitions' next owner, as after a crash (the outputs are at-least-once, the state's
+        records idempotent)."""
+        timeout = LAST_COMMIT_TIMEOUT_S
+        if self.app.should_stop:  # the app is stopping: its commits share one span
+            now = time.monotonic()
+            deadline = self._stop_commits_until
+            if deadline is None:
+                deadline = self._stop_commits_until = now + LAST_COMMIT_TIMEOUT_S
+            timeout = max(0.0, deadline - now)
+        try:
+            await asyncio.wait_for(super().commit_and_end_transactions(), timeout=timeout)
+        except TimeoutError:
+            logger.warning("a commit did not end within %.0f s of the first (is the broker reachable?): the "
+                           "pages since the last commit will be read again", LAST_COMMIT_TIMEOUT_S)
 
     async def wait_empty(self) -> None:
         """Faust's wait for every message in processing, and for the worker's page in flight: a

@@ -21,14 +21,14 @@ from collections.abc import Mapping
 from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Transport
 from faust.types import TP
 
-from .commits import SafeCommitConsumer
+from .commits import SafeCommitConsumer, StoppingConsumerThread
 from .kafka_io import fetch_highwaters
 
 logger = logging.getLogger(__name__)
 
 
-class TansuConsumerThread(AIOKafkaConsumerThread):
-    """Faust's aiokafka consumer thread with end offsets from Fetch (see module docstring)."""
+class TansuConsumerThread(StoppingConsumerThread):
+    """The worker's consumer thread with end offsets from Fetch (see module docstring)."""
 
     async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
         if self.consumer.in_transaction:  # never with detemplate (no exactly_once)
