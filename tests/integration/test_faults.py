@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -156,6 +157,21 @@ def test_broker_restart_under_a_running_worker_loses_nothing(s3_cluster: Cluster
     assert w1.poll() is None  # the same process did it all
 
 
+def sigterm_once_fetches_fail(c: Cluster, name: str, proc: subprocess.Popen[bytes], deadline_s: float) -> int:
+    """SIGTERM to the worker once its log says a fetch failed (the broker gone: its next fetch
+    request then waits out its retry backoff); its exit code, within `deadline_s` (else
+    TimeoutExpired). Prints how long it took."""
+    deadline = time.monotonic() + 60.0
+    while "Failed fetch messages" not in c.log(name):
+        assert time.monotonic() < deadline, f"{name} never noticed the broker was gone:\n{c.logs_tail()}"
+        assert proc.poll() is None, f"{name} exited while the broker was down:\n{c.logs_tail()}"
+        time.sleep(0.1)
+    start = time.monotonic()
+    code = c.terminate(proc, timeout_s=deadline_s)
+    print(f"\n{name}, SIGTERM with the broker gone: exited {code} after {time.monotonic() - start:.1f} s")
+    return code
+
+
 def test_sigterm_with_the_broker_gone_stops_the_worker_promptly(cluster: Cluster) -> None:
     """A worker told to stop (SIGTERM) while its broker cannot be reached exits in seconds. Its
     consumer's fetch request is then waiting out its retry backoff, and aiokafka's consumer,
@@ -169,15 +185,7 @@ def test_sigterm_with_the_broker_gone_stops_the_worker_promptly(cluster: Cluster
     w1 = c.start_worker("w1")
     c.wait_for(c.settings.topic_clean, all_urls_out(pages))
     c.broker.stop(kill=True)
-    deadline = time.monotonic() + 60.0
-    while "Failed fetch messages" not in c.log("w1"):  # a fetch failed: the next waits out its backoff
-        assert time.monotonic() < deadline, f"the worker never noticed the broker was gone:\n{c.logs_tail()}"
-        assert w1.poll() is None, f"the worker exited while the broker was down:\n{c.logs_tail()}"
-        time.sleep(0.1)
-    start = time.monotonic()
-    code = c.terminate(w1, timeout_s=45.0)  # raises TimeoutExpired past that
-    took = time.monotonic() - start
-    print(f"\nSIGTERM with the broker gone: the worker exited {code} after {took:.1f} s")
+    code = sigterm_once_fetches_fail(c, "w1", w1, deadline_s=45.0)
     assert code == 0, c.logs_tail()
     assert "Error while stopping child" not in c.log("w1"), c.logs_tail()
 
@@ -197,14 +205,7 @@ def test_sigterm_with_the_broker_gone_and_outputs_undelivered_ends_the_worker_in
     c.wait_metric("w1", "detemplate_pages_out_total", 40)
     c.broker.stop(kill=True)  # in the middle of the pages
     assert c.metric("w1", "detemplate_pages_out_total") < len(pages), "the worker finished before the broker stopped"
-    deadline = time.monotonic() + 60.0
-    while "Failed fetch messages" not in c.log("w1"):
-        assert time.monotonic() < deadline, f"the worker never noticed the broker was gone:\n{c.logs_tail()}"
-        time.sleep(0.1)
-    start = time.monotonic()
-    code = c.terminate(w1, timeout_s=40.0)  # raises TimeoutExpired past that
-    took = time.monotonic() - start
-    print(f"\nSIGTERM with the broker gone and outputs undelivered: the worker exited {code} after {took:.1f} s")
+    code = sigterm_once_fetches_fail(c, "w1", w1, deadline_s=40.0)
     assert code == 75, c.logs_tail()
     assert "the stop did not end within 8 s" in c.log("w1"), c.logs_tail()
 
