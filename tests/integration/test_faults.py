@@ -189,11 +189,11 @@ def test_sigterm_with_the_broker_gone_stops_the_worker_promptly(cluster: Cluster
     code = sigterm_once_fetches_fail(c, "w1", w1, deadline_s=45.0)
     assert code == 0, c.logs_tail()
     assert "Error while stopping child" not in c.log("w1"), c.logs_tail()
-    # The client's retries while the broker was gone (about 20 a second each before they were
-    # let through once every 10 s: stream/logs.py), from the kill to the exit.
+    # The client's failed connects from the kill to the exit, a second or two: each logged once
+    # every 10 s (stream/logs.py); several a second without that (7 in a run of this test).
     retries = c.log("w1").count("Unable connect to node")
     print(f"w1: {retries} lines of failed connects")
-    assert retries <= 6, c.logs_tail()
+    assert retries <= 2, c.logs_tail()
 
 
 def test_sigterm_with_the_broker_gone_and_outputs_undelivered_ends_the_worker_in_its_stop_timeout(
