@@ -245,8 +245,8 @@ class SafeCommitConsumer(EagerWaitFirst, Consumer):
         try:
             await asyncio.wait_for(super().commit_and_end_transactions(), timeout=timeout)
         except TimeoutError:
-            logger.warning("a commit did not end within %.0f s of the first (is the broker reachable?): the "
-                           "pages since the last commit will be read again", LAST_COMMIT_TIMEOUT_S)
+            logger.warning("a commit did not end in time (%.0f s; is the broker reachable?): the pages since the "
+                           "last commit will be read again", LAST_COMMIT_TIMEOUT_S)
 
     async def wait_empty(self) -> None:
         """Faust's wait for every message in processing, and for the worker's page in flight: a
