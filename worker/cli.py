@@ -98,12 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with interrupts.interrupts():
             return int(args.func(args) or 0)
-    except interrupts.Terminated:
-        print("terminated", file=sys.stderr)
-        return 143  # 128 + SIGTERM, as a shell reports a process that SIGTERM ended
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
+        word, code = interrupts.outcome(exc)
+        print(word, file=sys.stderr)
+        return code
     except BrokenPipeError:
         # The reader went away (`detemplate ... | head`): stop quietly, as Unix tools do.
         sys.stderr.close()

@@ -18,6 +18,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt (`interrupts`)."""
 
 
+def outcome(exc: KeyboardInterrupt) -> tuple[str, int]:
+    """How a command stopped by `exc` says so, and its exit code: 143 for SIGTERM (128 + 15,
+    as a shell reports a process that SIGTERM ended), 130 for Ctrl-C (128 + 2)."""
+    return ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+
+
 class HeldBack:
     """Whether an interrupt waits (`held`: the code in between must not be cut), and the one
     that came meanwhile (`pending`), to raise once it is done: `offline.run_pages` holds them

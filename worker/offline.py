@@ -400,7 +400,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   "before it", file=sys.stderr)
             return 1
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (interrupts.Terminated)
-            terminated = isinstance(exc, interrupts.Terminated)
+            word, code = interrupts.outcome(exc)
             if jobs == 1:  # (stopped between two pages: run_pages)
                 done = (f"the output, events and state hold the input's first {summary.pages:,} records, "
                         "as a run of those alone would write them")
@@ -413,11 +413,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 merged = started.merges[0].records if started is not None and started.merges else 0
                 done = (f"the jobs stopped; the output holds the first {merged:,} records, those merged so far; "
                         "the state is as it was")
-            print(f"{'terminated' if terminated else 'interrupted'}: {done}", file=sys.stderr)
+            print(f"{word}: {done}", file=sys.stderr)
             if jobs == 1:
                 for line in summary.lines():
                     print(line, file=sys.stderr)
-            return 143 if terminated else 130
+            return code
     for line in summary.lines():
         print(line, file=sys.stderr)
     return 0

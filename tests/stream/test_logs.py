@@ -79,7 +79,7 @@ def library_loggers() -> list[logging.Logger]:
 def test_quiet_repeats_filters_the_library_loggers_only_once_each(library_loggers: list[logging.Logger]) -> None:
     one, deeper, other = library_loggers
     quiet_repeats("aiokafka")
-    quiet_repeats("aiokafka")  # a second worker in the process puts on no second filter
+    quiet_repeats("aiokafka")  # called again: no second filter
     assert sum(isinstance(f, RepeatFilter) for f in one.filters) == 1
     assert sum(isinstance(f, RepeatFilter) for f in deeper.filters) == 1
     assert not other.filters  # only the library's own loggers

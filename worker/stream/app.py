@@ -71,7 +71,6 @@ from ..state.expiry import Expired, ExpiryPolicy, IndexEntry, capped_event, choo
 from . import heap
 from .commits import Position, Progress, SafeCommitTransport
 from .inbox import Batch, Inbox
-from .logs import quiet_repeats
 from .metrics import Metrics
 from .outbox import Outbox
 from .outputs import RECORD_OVERHEAD_BYTES, OutputLimits, fit_clean, fit_dead, fit_event, output_key
@@ -239,7 +238,6 @@ class StreamWorker:
         )
         self.stats = WorkerStats()
         self._logged = WorkerStats()
-        quiet_repeats()  # the Kafka client's retries, while a broker is unreachable: a line each 10 s
         self.hosts: OrderedDict[str, HostState] = OrderedDict()  # LRU of live hosts
         self.progress = app.progress
         self.start_offset: dict[TP, int] = {}

@@ -186,6 +186,7 @@ def _worker(args: argparse.Namespace) -> int:
 
     from .app import build_app
     from .heap import MMAP_THRESHOLD, TRIM_EVERY_S, tune_heap
+    from .logs import quiet_repeats
 
     app, logic = build_app(settings, settings.engine_params())
     segment = logic.params.segment
@@ -197,6 +198,7 @@ def _worker(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"detemplate worker: {exc}", file=sys.stderr)
             return 2
+    quiet_repeats()  # the Kafka client's retries while a broker is unreachable: a line each 10 s (stream/logs.py)
     if tune_heap():  # before the first fetch and memtable: see stream/heap.py
         logger.info("malloc: blocks under %d bytes from the heap, its free pages given back every %.0f s "
                     "(glibc thresholds fixed)", MMAP_THRESHOLD, TRIM_EVERY_S)
